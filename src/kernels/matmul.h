@@ -1,0 +1,14 @@
+// Matrix products against weight tensors, the hot path of the forward pass.
+#pragma once
+
+#include "model/tensor.h"
+#include "util/thread_pool.h"
+
+namespace k25 {
+
+// y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t < n_tokens, r < rows,
+// where W is `w` ([rows][cols] in w.type, cols = w.row_length()). Many tokens per call
+// (prefill) is a matrix-matrix product: each weight row is read once for all tokens.
+void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool);
+
+}  // namespace k25

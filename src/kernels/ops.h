@@ -1,0 +1,20 @@
+// Element-wise and row-wise float kernels used by the forward pass.
+#pragma once
+
+#include <cstdint>
+
+namespace k25 {
+
+// out = x / rms(x) * weight, over n elements.
+void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
+// In-place softmax over n elements.
+void softmax(float* x, int n);
+// a[i] = silu(a[i]) * b[i]
+void silu_mul(float* a, const float* b, int n);
+// a[i] += b[i]
+void add_inplace(float* a, const float* b, int n);
+float dot_f32(const float* a, const float* b, int n);
+// a[i] += s * b[i]
+void axpy(float* a, float s, const float* b, int n);
+
+}  // namespace k25

@@ -1,0 +1,41 @@
+// Block formats of quantised tensors and conversions between them and float.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/tensor.h"
+
+namespace k25 {
+
+constexpr int kQ8_0Block = 32;  // elements per block
+constexpr int kQ4_0Block = 32;
+
+// GGUF layouts: Q8_0 = f16 scale + 32 x int8; Q4_0 = f16 scale + 16 bytes of nibbles
+// (element j in the low nibble of byte j, element j+16 in the high nibble), value = (q - 8) * d.
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQ8_0Block];
+};
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQ4_0Block / 2];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_0) == 18);
+
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+int64_t dtype_block_elements(DType type);  // 1 for F32/F16/BF16, 32 for Q8_0/Q4_0
+size_t dtype_block_bytes(DType type);
+// Bytes of one row of n elements; throws k25::Error if n is not a multiple of the block size.
+size_t row_bytes(DType type, int64_t n);
+
+void dequantize_row(DType type, const void* src, float* dst, int64_t n);
+// Encodes n floats (n a multiple of the block size for block types) into `type`.
+void quantize_row(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace k25

@@ -1,0 +1,37 @@
+// A typed, non-owning view of a weight tensor (usually inside an mmap'd model file).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace k25 {
+
+// Values are GGML's type ids, as stored in GGUF tensor infos.
+enum class DType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q8_0 = 8,
+  BF16 = 30,
+};
+
+const char* dtype_name(DType type);
+
+// ne[0] is the row length (contiguous), ne[1] the number of rows, as in GGUF.
+struct TensorView {
+  std::string name;
+  DType type = DType::F32;
+  int n_dims = 0;
+  std::array<int64_t, 4> ne{1, 1, 1, 1};
+  const void* data = nullptr;
+  size_t bytes = 0;
+
+  int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+  int64_t row_length() const { return ne[0]; }
+  int64_t n_rows() const { return ne[1] * ne[2] * ne[3]; }
+  bool empty() const { return data == nullptr; }
+};
+
+}  // namespace k25
