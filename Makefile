@@ -25,7 +25,7 @@ test: setup build
 	$(MAKE) asan-test fuzz-test
 
 asan-test:
-	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DK25_SANITIZE=ON -DK25_BUILD_BENCH=OFF > /dev/null
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK25_SANITIZE=ON -DK25_BUILD_BENCH=OFF > /dev/null
 	cmake --build build-asan -j $(JOBS) --target k25_unit_tests
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) -L unit --timeout 900

@@ -1,0 +1,97 @@
+// Builds a ModelConfig and weight views from a GGUF file (llama.cpp's tensor names).
+#include <cmath>
+
+#include "model/gguf.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+ModelConfig read_config(const GgufFile& f) {
+  ModelConfig c;
+  const std::string arch = f.get_string("general.architecture");
+  if (arch == "llama") {
+    c.arch = Arch::Llama;
+  } else if (arch == "qwen2") {
+    c.arch = Arch::Qwen2;
+  } else {
+    fail(f.path(), ": unsupported architecture '", arch, "' (supported: llama, qwen2)");
+  }
+  const std::string p = arch + ".";
+  c.name = f.get_string_or("general.name", arch);
+  c.dim = static_cast<int>(f.get_int(p + "embedding_length"));
+  c.n_layers = static_cast<int>(f.get_int(p + "block_count"));
+  c.n_heads = static_cast<int>(f.get_int(p + "attention.head_count"));
+  c.n_kv_heads = static_cast<int>(f.get_int_or(p + "attention.head_count_kv", c.n_heads));
+  c.ffn_dim = static_cast<int>(f.get_int(p + "feed_forward_length"));
+  c.context_length = static_cast<int>(f.get_int_or(p + "context_length", 2048));
+  if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.ffn_dim <= 0 ||
+      c.context_length <= 0 || c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 ||
+      c.n_layers > 4096 || c.dim > (1 << 20) || c.ffn_dim > (1 << 22)) {
+    fail(f.path(), ": inconsistent hyper-parameters (dim ", c.dim, ", layers ", c.n_layers,
+         ", heads ", c.n_heads, "/", c.n_kv_heads, ", ffn ", c.ffn_dim, ")");
+  }
+  c.head_dim = static_cast<int>(f.get_int_or(p + "attention.key_length", c.dim / c.n_heads));
+  c.rope_dim = static_cast<int>(f.get_int_or(p + "rope.dimension_count", c.head_dim));
+  if (c.head_dim <= 0 || c.head_dim % 2 != 0 || c.rope_dim <= 0 || c.rope_dim > c.head_dim ||
+      c.rope_dim % 2 != 0) {
+    fail(f.path(), ": unsupported head size ", c.head_dim, " / rope dimensions ", c.rope_dim);
+  }
+  c.rope_theta = static_cast<float>(f.get_float_or(p + "rope.freq_base", 10000.0));
+  c.rms_eps = static_cast<float>(f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5));
+  c.rope_neox = c.arch == Arch::Qwen2;
+  return c;
+}
+
+}  // namespace
+
+LoadedModel load_gguf_model(const std::string& path) {
+  std::shared_ptr<GgufFile> file = GgufFile::open(path);
+  LoadedModel m;
+  m.keep_alive = file;
+  ModelConfig& c = m.config;
+  c = read_config(*file);
+  const int q_dim = c.n_heads * c.head_dim;
+
+  const TensorView* embd = file->tensor("token_embd.weight");
+  if (embd == nullptr) fail(path, ": model is missing tensor 'token_embd.weight'");
+  c.n_vocab = static_cast<int>(embd->n_rows());
+  ModelWeights& w = m.weights;
+  w.token_embedding = expect_matrix(embd, "token_embd.weight", c.dim, c.n_vocab);
+  const TensorView* out = file->tensor("output.weight");
+  c.tied_output = out == nullptr;
+  w.output = c.tied_output ? w.token_embedding : expect_matrix(out, "output.weight", c.dim, c.n_vocab);
+  w.output_norm = load_vector(file->tensor("output_norm.weight"), "output_norm.weight", c.dim);
+
+  c.qkv_bias = file->tensor("blk.0.attn_q.bias") != nullptr;
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    auto t = [&](const char* n) { return file->tensor(b + n); };
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = load_vector(t("attn_norm.weight"), b + "attn_norm.weight", c.dim);
+    L.ffn_norm = load_vector(t("ffn_norm.weight"), b + "ffn_norm.weight", c.dim);
+    L.wq = expect_matrix(t("attn_q.weight"), b + "attn_q.weight", c.dim, q_dim);
+    L.wk = expect_matrix(t("attn_k.weight"), b + "attn_k.weight", c.dim, c.kv_dim());
+    L.wv = expect_matrix(t("attn_v.weight"), b + "attn_v.weight", c.dim, c.kv_dim());
+    L.wo = expect_matrix(t("attn_output.weight"), b + "attn_output.weight", q_dim, c.dim);
+    L.w_gate = expect_matrix(t("ffn_gate.weight"), b + "ffn_gate.weight", c.dim, c.ffn_dim);
+    L.w_up = expect_matrix(t("ffn_up.weight"), b + "ffn_up.weight", c.dim, c.ffn_dim);
+    L.w_down = expect_matrix(t("ffn_down.weight"), b + "ffn_down.weight", c.ffn_dim, c.dim);
+    if (c.qkv_bias) {
+      L.bq = load_vector(t("attn_q.bias"), b + "attn_q.bias", q_dim);
+      L.bk = load_vector(t("attn_k.bias"), b + "attn_k.bias", c.kv_dim());
+      L.bv = load_vector(t("attn_v.bias"), b + "attn_v.bias", c.kv_dim());
+    }
+  }
+  m.tokenizer = Tokenizer::from_gguf(*file);
+  if (m.tokenizer->n_vocab() != c.n_vocab) {
+    fail(path, ": tokenizer has ", m.tokenizer->n_vocab(), " tokens but the embedding has ",
+         c.n_vocab, " rows");
+  }
+  return m;
+}
+
+}  // namespace k25

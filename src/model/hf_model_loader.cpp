@@ -1,0 +1,123 @@
+// Builds a ModelConfig and weight views from a Hugging Face directory: config.json,
+// model.safetensors (or sharded), tokenizer.json. Hugging Face keeps Llama's Q/K rows in the
+// "rotate half" order, so these models use the neox RoPE pairing, with no weight permutation.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/safetensors.h"
+#include "model/weights.h"
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(path, ": cannot open file");
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    fail(path, ": invalid JSON: ", e.what());
+  }
+}
+
+int positive_int(const json& cfg, const char* key, const std::string& path) {
+  if (!cfg.contains(key) || !cfg[key].is_number_integer() || cfg[key].get<int64_t>() <= 0 ||
+      cfg[key].get<int64_t>() > (1 << 24)) {
+    fail(path, ": '", key, "' must be a positive integer");
+  }
+  return cfg[key].get<int>();
+}
+
+ModelConfig read_config(const json& cfg, const std::string& path) {
+  ModelConfig c;
+  const std::string type = cfg.value("model_type", "");
+  if (type == "llama" || type == "mistral") {
+    c.arch = Arch::Llama;
+  } else if (type == "qwen2") {
+    c.arch = Arch::Qwen2;
+  } else {
+    fail(path, ": unsupported model_type '", type, "' (supported: llama, qwen2)");
+  }
+  c.name = cfg.value("_name_or_path", type);
+  c.dim = positive_int(cfg, "hidden_size", path);
+  c.n_layers = positive_int(cfg, "num_hidden_layers", path);
+  c.n_heads = positive_int(cfg, "num_attention_heads", path);
+  c.n_kv_heads = cfg.contains("num_key_value_heads") ? positive_int(cfg, "num_key_value_heads", path)
+                                                     : c.n_heads;
+  c.ffn_dim = positive_int(cfg, "intermediate_size", path);
+  c.n_vocab = positive_int(cfg, "vocab_size", path);
+  c.context_length = cfg.contains("max_position_embeddings")
+                         ? positive_int(cfg, "max_position_embeddings", path)
+                         : 2048;
+  if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0) {
+    fail(path, ": inconsistent head counts (hidden ", c.dim, ", heads ", c.n_heads, "/",
+         c.n_kv_heads, ")");
+  }
+  c.head_dim = c.dim / c.n_heads;
+  c.rope_dim = c.head_dim;
+  c.rope_theta = cfg.value("rope_theta", 10000.0f);
+  c.rms_eps = cfg.value("rms_norm_eps", 1e-5f);
+  c.rope_neox = true;
+  c.tied_output = cfg.value("tie_word_embeddings", false);
+  return c;
+}
+
+}  // namespace
+
+LoadedModel load_hf_model(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string config_path = (fs::path(dir) / "config.json").string();
+  LoadedModel m;
+  ModelConfig& c = m.config;
+  c = read_config(read_json(config_path), config_path);
+  std::shared_ptr<SafetensorsSet> st = SafetensorsSet::open_dir(dir);
+  m.keep_alive = st;
+  const int q_dim = c.n_heads * c.head_dim;
+  auto t = [&](const std::string& name) { return st->tensor(name); };
+
+  ModelWeights& w = m.weights;
+  w.token_embedding = expect_matrix(t("model.embed_tokens.weight"), "model.embed_tokens.weight",
+                                    c.dim, c.n_vocab);
+  const TensorView* head = t("lm_head.weight");
+  if (head == nullptr && !c.tied_output) c.tied_output = true;  // some exports omit the flag
+  w.output = c.tied_output ? w.token_embedding
+                           : expect_matrix(head, "lm_head.weight", c.dim, c.n_vocab);
+  w.output_norm = load_vector(t("model.norm.weight"), "model.norm.weight", c.dim);
+
+  c.qkv_bias = t("model.layers.0.self_attn.q_proj.bias") != nullptr;
+  w.layers.resize(c.n_layers);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "model.layers." + std::to_string(l) + ".";
+    LayerWeights& L = w.layers[l];
+    auto matrix = [&](const std::string& n, int64_t cols, int64_t rows) {
+      return expect_matrix(t(b + n), b + n, cols, rows);
+    };
+    L.attn_norm = load_vector(t(b + "input_layernorm.weight"), b + "input_layernorm.weight", c.dim);
+    L.ffn_norm = load_vector(t(b + "post_attention_layernorm.weight"),
+                             b + "post_attention_layernorm.weight", c.dim);
+    L.wq = matrix("self_attn.q_proj.weight", c.dim, q_dim);
+    L.wk = matrix("self_attn.k_proj.weight", c.dim, c.kv_dim());
+    L.wv = matrix("self_attn.v_proj.weight", c.dim, c.kv_dim());
+    L.wo = matrix("self_attn.o_proj.weight", q_dim, c.dim);
+    L.w_gate = matrix("mlp.gate_proj.weight", c.dim, c.ffn_dim);
+    L.w_up = matrix("mlp.up_proj.weight", c.dim, c.ffn_dim);
+    L.w_down = matrix("mlp.down_proj.weight", c.ffn_dim, c.dim);
+    if (c.qkv_bias) {
+      L.bq = load_vector(t(b + "self_attn.q_proj.bias"), b + "self_attn.q_proj.bias", q_dim);
+      L.bk = load_vector(t(b + "self_attn.k_proj.bias"), b + "self_attn.k_proj.bias", c.kv_dim());
+      L.bv = load_vector(t(b + "self_attn.v_proj.bias"), b + "self_attn.v_proj.bias", c.kv_dim());
+    }
+  }
+  m.tokenizer = Tokenizer::from_hf_json((fs::path(dir) / "tokenizer.json").string());
+  if (m.tokenizer->n_vocab() > c.n_vocab) {
+    fail(dir, ": tokenizer has ", m.tokenizer->n_vocab(), " tokens but vocab_size is ", c.n_vocab);
+  }
+  return m;
+}
+
+}  // namespace k25

@@ -1,0 +1,40 @@
+// A loaded model: configuration, weights (mmap'd), tokenizer and the forward pass.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+#include "util/thread_pool.h"
+
+namespace k25 {
+
+// One token of a forward batch. Tokens of one sequence must appear in position order; a
+// sequence's earlier positions must already be in the KV cache.
+struct BatchToken {
+  TokenId token = 0;
+  int pos = 0;
+  int seq = 0;
+  bool want_logits = false;
+};
+
+class Model {
+ public:
+  // `path` is a GGUF file or a Hugging Face directory (config.json + *.safetensors +
+  // tokenizer.json). Throws k25::Error with one clear line on any problem.
+  static std::unique_ptr<Model> load(const std::string& path);
+  virtual ~Model() = default;
+
+  virtual const ModelConfig& config() const = 0;
+  virtual const Tokenizer& tokenizer() const = 0;
+  // Runs the batch, writing K/V of every token into `kv` and, for each token with want_logits,
+  // n_vocab logits into `logits` (in batch order, packed).
+  virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                       ThreadPool& pool) = 0;
+  std::unique_ptr<KvCache> make_kv_cache() const;
+};
+
+}  // namespace k25

@@ -1,0 +1,65 @@
+// Turns logits into the next token: greedy, temperature, top-k, top-p, min-p, repetition
+// penalty, seeded RNG; plus stop-string matching over generated text.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/tokenizer.h"
+
+namespace k25 {
+
+struct SamplingParams {
+  float temperature = 0.8f;  // 0 = greedy (argmax; ties → lowest id)
+  int top_k = 40;            // <= 0: off
+  float top_p = 0.95f;       // >= 1: off
+  float min_p = 0.05f;       // <= 0: off
+  float repeat_penalty = 1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
+  int repeat_last_n = 64;
+  std::optional<uint64_t> seed;  // absent: random seed
+};
+
+class Sampler {
+ public:
+  Sampler(SamplingParams params, int n_vocab);
+  // `logits` (n_vocab) may be modified. `history` = prompt + generated tokens so far.
+  TokenId sample(float* logits, const std::vector<TokenId>& history);
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  int n_vocab_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<float, TokenId>> candidates_;
+};
+
+// log-softmax of the raw logits: the log-probability of `token` and the `top_n` most likely
+// tokens with theirs (for OpenAI `logprobs`).
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<std::pair<TokenId, float>> top;
+};
+TokenLogprobs compute_logprobs(const float* logits, int n_vocab, TokenId token, int top_n);
+
+// Watches generated text for stop strings. Text that could still become a stop string is held
+// back, so a client never sees part of a stop string.
+class StopMatcher {
+ public:
+  explicit StopMatcher(std::vector<std::string> stops);
+  struct Result {
+    std::string emit;    // text safe to send now
+    bool stopped = false;
+  };
+  Result push(std::string_view text);
+  std::string flush();  // at end of generation without a stop: the held-back text
+
+ private:
+  std::vector<std::string> stops_;
+  std::string held_;
+};
+
+}  // namespace k25

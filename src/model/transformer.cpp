@@ -1,0 +1,191 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+// Splits [0, n) into `parts` nearly equal ranges and returns range `i`.
+std::pair<int, int> split_range(int n, int parts, int i) {
+  const int base = n / parts, extra = n % parts;
+  const int begin = i * base + std::min(i, extra);
+  return {begin, begin + base + (i < extra ? 1 : 0)};
+}
+
+void add_bias(float* rows, const std::vector<float>& bias, int n_rows) {
+  if (bias.empty()) return;
+  const int n = static_cast<int>(bias.size());
+  for (int t = 0; t < n_rows; ++t) add_inplace(rows + static_cast<size_t>(t) * n, bias.data(), n);
+}
+
+}  // namespace
+
+Transformer::Transformer(LoadedModel loaded) : model_(std::move(loaded)) {
+  const ModelConfig& c = model_.config;
+  // theta_i = base^(-2i / rope_dim), computed as llama.cpp does (repeated float products).
+  const float scale = std::pow(c.rope_theta, -2.0f / static_cast<float>(c.rope_dim));
+  float theta = 1.0f;
+  for (int i = 0; i < c.rope_dim / 2; ++i) {
+    rope_inv_freq_.push_back(theta);
+    theta *= scale;
+  }
+}
+
+void Transformer::rope(float* vec, int n_heads, int pos) const {
+  const ModelConfig& c = model_.config;
+  const int half = c.rope_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float angle = static_cast<float>(pos) * rope_inv_freq_[i];
+    const float cos_a = std::cos(angle), sin_a = std::sin(angle);
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = vec + static_cast<size_t>(h) * c.head_dim;
+      // Adjacent pairs (GGUF Llama layout) or the two halves (Qwen2 / Hugging Face layout).
+      float* a = c.rope_neox ? head + i : head + 2 * i;
+      float* b = c.rope_neox ? head + i + half : head + 2 * i + 1;
+      const float x0 = *a, x1 = *b;
+      *a = x0 * cos_a - x1 * sin_a;
+      *b = x0 * sin_a + x1 * cos_a;
+    }
+  }
+}
+
+void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                          ThreadPool& pool) {
+  const ModelConfig& c = model_.config;
+  const ModelWeights& w = model_.weights;
+  const int n = static_cast<int>(batch.size());
+  if (n == 0) return;
+  const size_t dim = c.dim;
+  x_.resize(n * dim);
+  xn_.resize(n * dim);
+
+  const size_t embd_row_bytes = row_bytes(w.token_embedding.type, c.dim);
+  for (int t = 0; t < n; ++t) {
+    const BatchToken& bt = batch[t];
+    if (bt.token < 0 || bt.token >= c.n_vocab) {
+      fail("token id ", bt.token, " is outside the vocabulary (", c.n_vocab, " tokens)");
+    }
+    if (bt.pos < 0 || bt.pos >= c.context_length) {
+      fail("position ", bt.pos, " is outside the context (", c.context_length, " tokens)");
+    }
+    kv.reserve(bt.seq, bt.pos + 1);
+    const auto* row = static_cast<const uint8_t*>(w.token_embedding.data) + bt.token * embd_row_bytes;
+    dequantize_row(w.token_embedding.type, row, x_.data() + t * dim, c.dim);
+  }
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    attention_block(l, batch, kv, pool);
+    ffn_block(l, n, pool);
+  }
+
+  int n_out = 0;
+  for (int t = 0; t < n; ++t) {
+    if (!batch[t].want_logits) continue;
+    rmsnorm(xn_.data() + n_out * dim, x_.data() + t * dim, w.output_norm.data(), c.dim, c.rms_eps);
+    ++n_out;
+  }
+  if (n_out > 0) matmul(w.output, xn_.data(), n_out, logits, pool);
+}
+
+void Transformer::attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
+                                  ThreadPool& pool) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& L = model_.weights.layers[layer];
+  const int n = static_cast<int>(batch.size());
+  const size_t dim = c.dim, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_dim();
+  q_.resize(n * q_dim);
+  k_.resize(n * kv_dim);
+  v_.resize(n * kv_dim);
+  attn_.resize(n * q_dim);
+
+  for (int t = 0; t < n; ++t) {
+    rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.attn_norm.data(), c.dim, c.rms_eps);
+  }
+  matmul(L.wq, xn_.data(), n, q_.data(), pool);
+  matmul(L.wk, xn_.data(), n, k_.data(), pool);
+  matmul(L.wv, xn_.data(), n, v_.data(), pool);
+  add_bias(q_.data(), L.bq, n);
+  add_bias(k_.data(), L.bk, n);
+  add_bias(v_.data(), L.bv, n);
+
+  for (int t = 0; t < n; ++t) {
+    const BatchToken& bt = batch[t];
+    rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
+    rope(k_.data() + t * kv_dim, c.n_kv_heads, bt.pos);
+    int run = 0;
+    std::memcpy(kv.keys(bt.seq, layer, bt.pos, &run), k_.data() + t * kv_dim, kv_dim * sizeof(float));
+    std::memcpy(kv.values(bt.seq, layer, bt.pos, &run), v_.data() + t * kv_dim,
+                kv_dim * sizeof(float));
+  }
+
+  attend(layer, batch, kv, pool);
+  matmul(L.wo, attn_.data(), n, xn_.data(), pool);
+  for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
+}
+
+// Causal attention of every (token, head) pair over its own sequence's positions 0..pos.
+void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
+                         ThreadPool& pool) {
+  const ModelConfig& c = model_.config;
+  const int n = static_cast<int>(batch.size());
+  const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
+  const int group = c.n_heads / c.n_kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  int max_pos = 0;
+  for (const BatchToken& bt : batch) max_pos = std::max(max_pos, bt.pos);
+  scores_.resize(pool.size());
+  for (auto& s : scores_) s.resize(max_pos + 1);
+
+  pool.run([&](int thread) {
+    float* scores = scores_[thread].data();
+    auto [begin, end] = split_range(n * c.n_heads, pool.size(), thread);
+    for (int task = begin; task < end; ++task) {
+      const int t = task / c.n_heads, h = task % c.n_heads;
+      const BatchToken& bt = batch[t];
+      const int n_pos = bt.pos + 1;
+      const float* q = q_.data() + static_cast<size_t>(t) * q_dim + h * hd;
+      const int kv_offset = (h / group) * hd;
+      for (int p = 0; p < n_pos;) {
+        int run = 0;
+        const float* keys = kv.keys(bt.seq, layer, p, &run);
+        const int stop = std::min(n_pos, p + run);
+        for (; p < stop; ++p, keys += kv_dim) scores[p] = dot_f32(q, keys + kv_offset, hd) * scale;
+      }
+      softmax(scores, n_pos);
+      float* out = attn_.data() + static_cast<size_t>(t) * q_dim + h * hd;
+      std::fill(out, out + hd, 0.0f);
+      for (int p = 0; p < n_pos;) {
+        int run = 0;
+        const float* values = kv.values(bt.seq, layer, p, &run);
+        const int stop = std::min(n_pos, p + run);
+        for (; p < stop; ++p, values += kv_dim) axpy(out, scores[p], values + kv_offset, hd);
+      }
+    }
+  });
+}
+
+void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& L = model_.weights.layers[layer];
+  const size_t dim = c.dim, ffn = c.ffn_dim;
+  gate_.resize(n * ffn);
+  up_.resize(n * ffn);
+  for (int t = 0; t < n; ++t) {
+    rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.ffn_norm.data(), c.dim, c.rms_eps);
+  }
+  matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
+  matmul(L.w_up, xn_.data(), n, up_.data(), pool);
+  silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
+  matmul(L.w_down, gate_.data(), n, xn_.data(), pool);
+  for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
+}
+
+}  // namespace k25

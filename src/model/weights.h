@@ -1,0 +1,46 @@
+// The weights of a Llama-family transformer, as views into the model file(s), whatever the
+// format. Small vectors (norm weights, biases) are converted to float once at load.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/model_config.h"
+#include "model/tensor.h"
+#include "model/tokenizer.h"
+
+namespace k25 {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> bq, bk, bv;  // empty without QKV bias
+  TensorView wq, wk, wv, wo;      // [rows = output dim][cols = input dim]
+  TensorView w_gate, w_up, w_down;
+};
+
+struct ModelWeights {
+  TensorView token_embedding;  // [n_vocab rows][dim]
+  TensorView output;           // [n_vocab rows][dim]; token_embedding when tied
+  std::vector<float> output_norm;
+  std::vector<LayerWeights> layers;
+};
+
+// Everything a loader produces. `keep_alive` owns the mapped files the views point into.
+struct LoadedModel {
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<void> keep_alive;
+};
+
+LoadedModel load_gguf_model(const std::string& path);
+LoadedModel load_hf_model(const std::string& dir);
+
+// Checks a tensor's shape ([cols, rows] in GGUF ne order) and returns it; the error names the
+// tensor and both shapes.
+const TensorView& expect_matrix(const TensorView* t, const std::string& name, int64_t cols,
+                                int64_t rows);
+// A 1-D weight (norm, bias) of n elements in any float dtype, converted to float.
+std::vector<float> load_vector(const TensorView* t, const std::string& name, int64_t n);
+
+}  // namespace k25

@@ -1,0 +1,156 @@
+// The forward pass against llama.cpp's reference outputs in ../shared/reference: greedy tokens,
+// top logits and perplexity, with the comparison rules that folder's README gives.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/model.h"
+#include "model/perplexity.h"
+#include "test_paths.h"
+
+namespace k25 {
+namespace {
+
+using nlohmann::json;
+using testing::shared_path;
+
+struct Tolerance {
+  double near_tie_margin;  // compare tokens up to the first step with a smaller top-2 margin
+  double logit;            // |ours - reference| for the reference's top-8 logits
+};
+
+Tolerance tolerance_for(const std::string& model_file) {
+  if (model_file.find("q8_0") != std::string::npos || model_file.find("q4_0") != std::string::npos) {
+    return {0.1, 0.4};
+  }
+  return {0.03, 0.02};
+}
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) lines.push_back(json::parse(line));
+  }
+  return lines;
+}
+
+TokenId argmax_lowest_id(const float* logits, int n) {
+  return static_cast<TokenId>(std::max_element(logits, logits + n) - logits);
+}
+
+// Runs every case of a greedy reference file and checks it against the tolerance rules.
+void check_greedy_reference(const std::string& jsonl) {
+  std::map<std::string, std::unique_ptr<Model>> models;
+  ThreadPool pool(2);
+  const std::vector<json> cases = read_jsonl(shared_path("reference/" + jsonl));
+  ASSERT_FALSE(cases.empty());
+  for (const json& c : cases) {
+    const std::string file = c["model"];
+    SCOPED_TRACE(c["id"].get<std::string>() + " / " + file);
+    auto& model = models[file];
+    if (!model) model = Model::load(shared_path("models/" + file));
+    const Tolerance tol = tolerance_for(file);
+    const int n_vocab = model->config().n_vocab;
+
+    const std::vector<TokenId> prompt = model->tokenizer().encode(c["prompt"].get<std::string>(), true, false);
+    ASSERT_EQ(prompt, c["prompt_ids"].get<std::vector<TokenId>>());
+
+    auto kv = model->make_kv_cache();
+    std::vector<float> logits(n_vocab);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      batch.push_back({prompt[i], static_cast<int>(i), 0, i + 1 == prompt.size()});
+    }
+    model->forward(batch, *kv, logits.data(), pool);
+
+    const auto expected = c["generated_ids"].get<std::vector<TokenId>>();
+    const auto margins = c["top2_margin"].get<std::vector<double>>();
+    const json& top_logits = c["top_logits"];
+    double worst_logit_diff = 0;
+    int compared = 0;
+    for (size_t step = 0; step < expected.size(); ++step) {
+      if (step < top_logits.size()) {
+        for (const json& pair : top_logits[step]) {
+          const double diff = std::abs(logits[pair[0].get<int>()] - pair[1].get<double>());
+          worst_logit_diff = std::max(worst_logit_diff, diff);
+          EXPECT_LE(diff, tol.logit) << "step " << step << " token " << pair[0];
+        }
+      }
+      if (margins[step] < tol.near_tie_margin) break;  // a near-tie may flip: stop comparing
+      const TokenId ours = argmax_lowest_id(logits.data(), n_vocab);
+      ASSERT_EQ(ours, expected[step]) << "first divergence at step " << step;
+      ++compared;
+      const int pos = static_cast<int>(prompt.size() + step);
+      model->forward({{ours, pos, 0, true}}, *kv, logits.data(), pool);
+    }
+    std::cout << "[ reference ] " << c["id"].get<std::string>() << " " << file << ": " << compared
+              << "/" << expected.size() << " tokens compared, worst top-8 logit diff "
+              << worst_logit_diff << "\n";
+  }
+}
+
+TEST(Reference, GreedyStories260KMatchesLlamaCpp) {
+  K25_REQUIRE_SHARED();
+  check_greedy_reference("greedy-stories260K.jsonl");
+}
+
+TEST(Reference, GreedyQwen2TinyMatchesLlamaCpp) {
+  K25_REQUIRE_SHARED();
+  check_greedy_reference("greedy-qwen2-tiny.jsonl");
+}
+
+std::vector<TokenId> read_reference_tokens() {
+  std::ifstream in(shared_path("reference/stories-sample-tokens.txt"));
+  std::vector<TokenId> ids;
+  for (TokenId id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string read_corpus() {
+  std::ifstream in(shared_path("data/stories-sample.txt"), std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+struct PerplexityCase {
+  std::string model;
+  int n_ctx;
+  double expected;
+};
+
+class ReferencePerplexity : public ::testing::TestWithParam<PerplexityCase> {};
+
+TEST_P(ReferencePerplexity, MatchesLlamaPerplexity) {
+  K25_REQUIRE_SHARED();
+  const PerplexityCase& p = GetParam();
+  auto model = Model::load(shared_path("models/" + p.model));
+  const std::vector<TokenId> tokens = model->tokenizer().encode(read_corpus(), true, false);
+  ASSERT_EQ(tokens, read_reference_tokens());
+  ThreadPool pool(2);
+  const PerplexityResult r = compute_perplexity(*model, tokens, p.n_ctx, pool);
+  EXPECT_EQ(r.n_chunks, static_cast<int>(8366 / p.n_ctx));
+  EXPECT_EQ(r.n_scored, r.n_chunks * (p.n_ctx / 2 - 1));
+  std::cout << "[ reference ] perplexity " << p.model << " c=" << p.n_ctx << ": " << r.ppl
+            << " +/- " << r.error << " (llama.cpp " << p.expected << ")\n";
+  EXPECT_NEAR(r.ppl, p.expected, p.expected * 0.005);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Stories260K, ReferencePerplexity,
+    ::testing::Values(PerplexityCase{"stories260K.gguf", 128, 4.231936},
+                      PerplexityCase{"stories260K.gguf", 256, 4.279294},
+                      PerplexityCase{"stories260K-q8_0.gguf", 128, 4.236499},
+                      PerplexityCase{"stories260K-q8_0.gguf", 256, 4.281993},
+                      PerplexityCase{"stories260K-q4_0.gguf", 128, 4.535500}));
+
+}  // namespace
+}  // namespace k25

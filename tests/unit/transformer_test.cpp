@@ -1,0 +1,103 @@
+// Properties of the forward pass that the engine relies on: batching a prompt, or mixing
+// sequences in one batch, gives the same logits as running tokens one at a time.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "model/model.h"
+#include "model/perplexity.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+using testing::shared_path;
+
+float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  float worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+TEST(Transformer, BatchedPrefillEqualsTokenByToken) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/stories260K.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  const std::vector<TokenId> ids = model->tokenizer().encode("Lily and Ben went to the park", true, false);
+
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+  std::vector<float> batched(ids.size() * n_vocab);
+  auto kv = model->make_kv_cache();
+  model->forward(batch, *kv, batched.data(), pool);
+
+  std::vector<float> single(ids.size() * n_vocab);
+  auto kv2 = model->make_kv_cache();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab, pool);
+  }
+  EXPECT_LT(max_abs_diff(batched, single), 1e-3);
+}
+
+TEST(Transformer, SequencesInOneBatchDoNotInterfere) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/stories260K-q8_0.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  const auto a = model->tokenizer().encode("Once upon a time", true, false);
+  const auto b = model->tokenizer().encode("The cat sat on the big red mat", true, false);
+
+  auto alone = [&](const std::vector<TokenId>& ids) {
+    auto kv = model->make_kv_cache();
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, i + 1 == ids.size()});
+    std::vector<float> logits(n_vocab);
+    model->forward(batch, *kv, logits.data(), pool);
+    return logits;
+  };
+  const std::vector<float> la = alone(a), lb = alone(b);
+
+  auto kv = model->make_kv_cache();
+  std::vector<BatchToken> mixed;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < b.size()) mixed.push_back({b[i], static_cast<int>(i), 5, i + 1 == b.size()});
+    if (i < a.size()) mixed.push_back({a[i], static_cast<int>(i), 2, i + 1 == a.size()});
+  }
+  std::vector<float> both(2 * n_vocab);
+  model->forward(mixed, *kv, both.data(), pool);
+  // a finishes first, so its logits come first in batch order.
+  EXPECT_LT(max_abs_diff(std::vector<float>(both.begin(), both.begin() + n_vocab), la), 1e-3);
+  EXPECT_LT(max_abs_diff(std::vector<float>(both.begin() + n_vocab, both.end()), lb), 1e-3);
+}
+
+TEST(Transformer, RejectsTokensAndPositionsOutOfRange) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/stories260K.gguf"));
+  ThreadPool pool(1);
+  auto kv = model->make_kv_cache();
+  std::vector<float> logits(model->config().n_vocab);
+  EXPECT_THROW(model->forward({{512, 0, 0, true}}, *kv, logits.data(), pool), Error);
+  EXPECT_THROW(model->forward({{-1, 0, 0, true}}, *kv, logits.data(), pool), Error);
+  EXPECT_THROW(model->forward({{5, 512, 0, true}}, *kv, logits.data(), pool), Error);
+}
+
+TEST(Transformer, TokenNllIsLogSoftmax) {
+  const float logits[3] = {1.0f, 2.0f, 3.0f};
+  const double z = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
+  EXPECT_NEAR(token_nll(logits, 3, 2), -(3.0 - std::log(z)), 1e-6);
+  EXPECT_NEAR(token_nll(logits, 3, 0), -(1.0 - std::log(z)), 1e-6);
+}
+
+TEST(Transformer, LoadErrorsAreClear) {
+  try {
+    Model::load("/nonexistent/model.gguf");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/model.gguf"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace k25

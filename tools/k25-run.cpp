@@ -1,0 +1,224 @@
+// k25-run: generate text, measure perplexity, dump logits and tokenize from the command line.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "model/generate.h"
+#include "model/gguf.h"
+#include "model/model.h"
+#include "model/perplexity.h"
+#include "util/error.h"
+
+namespace {
+
+using k25::TokenId;
+using nlohmann::json;
+
+int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) k25::fail(path, ": cannot open file");
+  std::ostringstream data;
+  data << in.rdbuf();
+  return data.str();
+}
+
+// Text as JSON: invalid UTF-8 is replaced rather than aborting the dump.
+json text_json(const std::string& text) {
+  return json::parse(json(text).dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+// A prompt of n tokens for benchmarks: BOS (when used) then ordinary tokens spread over the vocab.
+std::vector<TokenId> synthetic_prompt(const k25::Tokenizer& tok, int n) {
+  std::vector<TokenId> ids;
+  if (tok.bos() >= 0 && tok.vocab().add_bos) ids.push_back(tok.bos());
+  for (int i = 0; static_cast<int>(ids.size()) < n; ++i) {
+    ids.push_back(static_cast<TokenId>((1000 + i * 7919) % tok.n_vocab()));
+  }
+  return ids;
+}
+
+struct GenerateArgs {
+  std::string model, prompt, prompt_file;
+  int n_predict = 128, threads = default_threads(), n_prompt = 0;
+  k25::SamplingParams sampling;
+  uint64_t seed = 0;
+  bool json_out = false, ignore_eos = false;
+  std::vector<std::string> stop;
+};
+
+int run_generate(const GenerateArgs& a, bool has_seed) {
+  auto model = k25::Model::load(a.model);
+  k25::ThreadPool pool(a.threads);
+  const k25::Tokenizer& tok = model->tokenizer();
+  std::vector<TokenId> prompt;
+  if (a.n_prompt > 0) {
+    prompt = synthetic_prompt(tok, a.n_prompt);
+  } else {
+    const std::string text = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
+    prompt = tok.encode(text, true, false);
+  }
+  k25::GenerateOptions options;
+  options.n_predict = a.n_predict;
+  options.sampling = a.sampling;
+  if (has_seed) options.sampling.seed = a.seed;
+  options.ignore_eos = a.ignore_eos;
+  options.stop = a.stop;
+  auto on_text = [&](const std::string& text) {
+    if (!a.json_out) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    }
+  };
+  k25::GenerateResult r = k25::generate(*model, pool, prompt, options, on_text);
+  if (a.json_out) {
+    json out = {{"prompt_tokens", prompt},
+                {"tokens", r.tokens},
+                {"text", text_json(r.text)},
+                {"finish_reason", r.finish_reason},
+                {"tokens_per_second", r.decode_tokens_per_second()},
+                {"prefill_tokens_per_second", r.prefill_tokens_per_second()},
+                {"prefill_ms", r.prefill_ms},
+                {"decode_ms", r.decode_ms},
+                {"threads", a.threads}};
+    std::cout << out.dump() << "\n";
+  } else {
+    std::printf("\n");
+  }
+  std::fprintf(stderr, "prompt: %zu tokens, %.1f ms (%.2f tok/s); generated: %zu tokens (%.2f tok/s)\n",
+               prompt.size(), r.prefill_ms, r.prefill_tokens_per_second(), r.tokens.size(),
+               r.decode_tokens_per_second());
+  return 0;
+}
+
+int run_perplexity(const std::string& model_path, const std::string& file, int n_ctx, int threads) {
+  auto model = k25::Model::load(model_path);
+  k25::ThreadPool pool(threads);
+  std::string text = read_file(file);
+  if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama-perplexity reads -f
+  const std::vector<TokenId> tokens = model->tokenizer().encode(text, true, false);
+  std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
+               tokens.size() / n_ctx, n_ctx);
+  k25::PerplexityResult r =
+      k25::compute_perplexity(*model, tokens, n_ctx, pool, [](int k, double running) {
+        std::printf("[%d]%.4f,", k + 1, running);
+        std::fflush(stdout);
+      });
+  std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.error);
+  return 0;
+}
+
+int run_logits(const std::string& model_path, const std::string& prompt, int top, int threads) {
+  auto model = k25::Model::load(model_path);
+  k25::ThreadPool pool(threads);
+  const int n_vocab = model->config().n_vocab;
+  const std::vector<TokenId> ids = model->tokenizer().encode(prompt, true, false);
+  if (ids.empty()) k25::fail("the prompt has no tokens");
+  std::vector<k25::BatchToken> batch;
+  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+  std::vector<float> logits(ids.size() * n_vocab);
+  auto kv = model->make_kv_cache();
+  model->forward(batch, *kv, logits.data(), pool);
+  json positions = json::array();
+  top = std::clamp(top, 1, n_vocab);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float* row = logits.data() + i * n_vocab;
+    std::vector<int> order(n_vocab);
+    for (int v = 0; v < n_vocab; ++v) order[v] = v;
+    std::partial_sort(order.begin(), order.begin() + top, order.end(),
+                      [&](int x, int y) { return row[x] > row[y] || (row[x] == row[y] && x < y); });
+    json best = json::array();
+    for (int j = 0; j < top; ++j) best.push_back({order[j], row[order[j]]});
+    positions.push_back({{"pos", i}, {"token", ids[i]}, {"top", best}});
+  }
+  std::cout << json{{"prompt_tokens", ids}, {"logits", positions}}.dump() << "\n";
+  return 0;
+}
+
+int run_tokenize(const std::string& model_path, const std::string& prompt, bool no_bos,
+                 bool parse_special) {
+  std::unique_ptr<k25::Tokenizer> tok;
+  namespace fs = std::filesystem;
+  if (fs::is_directory(model_path)) {
+    tok = k25::Tokenizer::from_hf_json((fs::path(model_path) / "tokenizer.json").string());
+  } else if (model_path.ends_with(".json")) {
+    tok = k25::Tokenizer::from_hf_json(model_path);
+  } else {
+    tok = k25::Tokenizer::from_gguf(*k25::GgufFile::open(model_path));
+  }
+  std::cout << json(tok->encode(prompt, !no_bos, parse_special)).dump() << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"k25-run: run a model from the command line"};
+  app.require_subcommand(1);
+
+  GenerateArgs g;
+  auto* gen = app.add_subcommand("generate", "generate a continuation of a prompt");
+  gen->add_option("-m,--model", g.model, "GGUF file or Hugging Face directory")->required();
+  gen->add_option("-p,--prompt", g.prompt, "prompt text");
+  gen->add_option("-f,--file", g.prompt_file, "read the prompt from a file");
+  gen->add_option("--n-prompt", g.n_prompt, "use a synthetic prompt of N tokens (benchmarks)");
+  gen->add_option("-n,--n-predict", g.n_predict, "tokens to generate")->capture_default_str();
+  gen->add_option("--temp", g.sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
+  gen->add_option("--top-k", g.sampling.top_k, "top-k; 0 = off")->capture_default_str();
+  gen->add_option("--top-p", g.sampling.top_p, "top-p; 1 = off")->capture_default_str();
+  gen->add_option("--min-p", g.sampling.min_p, "min-p; 0 = off")->capture_default_str();
+  gen->add_option("--repeat-penalty", g.sampling.repeat_penalty, "1 = off")->capture_default_str();
+  gen->add_option("--repeat-last-n", g.sampling.repeat_last_n)->capture_default_str();
+  auto* seed_opt = gen->add_option("--seed", g.seed, "RNG seed (default: random)");
+  gen->add_option("--stop", g.stop, "stop string (repeatable)");
+  gen->add_option("-t,--threads", g.threads)->capture_default_str();
+  gen->add_flag("--json", g.json_out, "print one JSON object");
+  gen->add_flag("--ignore-eos", g.ignore_eos, "do not stop at end-of-generation tokens");
+
+  std::string model, text, file;
+  int n_ctx = 512, threads = default_threads(), top = 8;
+  bool no_bos = false, parse_special = false;
+  auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity method)");
+  ppl->add_option("-m,--model", model)->required();
+  ppl->add_option("-f,--file", file)->required();
+  ppl->add_option("-c,--ctx-size", n_ctx)->capture_default_str();
+  ppl->add_option("-t,--threads", threads)->capture_default_str();
+
+  auto* lg = app.add_subcommand("logits", "top-K logits at every prompt position, as JSON");
+  lg->add_option("-m,--model", model)->required();
+  lg->add_option("-p,--prompt", text)->required();
+  lg->add_option("--top", top)->capture_default_str();
+  lg->add_option("-t,--threads", threads)->capture_default_str();
+
+  auto* tk = app.add_subcommand("tokenize", "token ids of a text as a JSON array");
+  tk->add_option("-m,--model", model, "GGUF (vocab-only is fine), HF directory or tokenizer.json")
+      ->required();
+  tk->add_option("-p,--prompt", text)->required();
+  tk->add_flag("--no-bos", no_bos, "do not add BOS/EOS");
+  tk->add_flag("--parse-special", parse_special, "map special-token text to special tokens");
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*gen) {
+      if (g.prompt.empty() && g.prompt_file.empty() && g.n_prompt <= 0) {
+        k25::fail("generate needs -p PROMPT, -f FILE or --n-prompt N");
+      }
+      if (g.threads < 1) k25::fail("--threads must be at least 1");
+      return run_generate(g, seed_opt->count() > 0);
+    }
+    if (threads < 1) k25::fail("--threads must be at least 1");
+    if (*ppl) return run_perplexity(model, file, n_ctx, threads);
+    if (*lg) return run_logits(model, text, top, threads);
+    if (*tk) return run_tokenize(model, text, no_bos, parse_special);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
