@@ -43,11 +43,14 @@ class Tokenizer {
   ~Tokenizer();
 
   // add_special: BOS/EOS as the vocabulary asks; parse_special: text like "<|im_start|>" becomes
-  // the special token rather than plain text.
+  // the special token rather than plain text (user-defined tokens are matched either way, as in
+  // llama.cpp). Text is used as given: no Unicode normalisation (NFC input is assumed).
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
   // The raw bytes of one token (byte tokens give their byte, "▁" becomes a space, control tokens
   // give their text when render_special, else nothing).
   std::string token_to_piece(TokenId id, bool render_special = true) const;
+  // The concatenated pieces. With SentencePiece's space prefix the result starts with the
+  // prefixed space: decode(encode("x")) == " x".
   std::string decode(const std::vector<TokenId>& ids, bool render_special = true) const;
 
   const Vocab& vocab() const { return vocab_; }

@@ -1,0 +1,197 @@
+// Kernel throughput on TinyLlama-1.1B shapes. Decode (1 token) is memory bound: the counter
+// weight_GB/s is weight bytes streamed per second (compare with k25-membw). Prefill (512
+// tokens) is compute bound: GFLOP/s counts 2 * rows * cols * tokens.
+//   build/bin/kernels_bench --benchmark_filter=Matmul
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+#include "kernels/quant.h"
+#include "util/thread_pool.h"
+
+namespace k25 {
+namespace {
+
+ThreadPool& pool_of(int n_threads) {
+  static std::map<int, std::unique_ptr<ThreadPool>> pools;
+  auto& p = pools[n_threads];
+  if (!p) p = std::make_unique<ThreadPool>(n_threads);
+  return *p;
+}
+
+uint64_t next_random(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+// Random weight bytes with valid, small scales. Decode cycles through enough copies that the
+// weights come from DRAM, not from the 32 MiB L3, as they do in a real model.
+struct WeightSet {
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<TensorView> views;
+};
+
+WeightSet make_weights(DType type, int64_t rows, int64_t cols, size_t min_total_bytes) {
+  WeightSet set;
+  const size_t bytes = row_bytes(type, cols) * rows;
+  const size_t n_copies = std::max<size_t>(1, (min_total_bytes + bytes - 1) / bytes);
+  uint64_t s = 0x9e3779b97f4a7c15ull;
+  for (size_t i = 0; i < n_copies; ++i) {
+    std::vector<uint8_t> data(bytes);
+    for (size_t j = 0; j + 8 <= bytes; j += 8) {
+      const uint64_t r = next_random(s);
+      std::memcpy(data.data() + j, &r, 8);
+    }
+    const size_t elem = dtype_block_bytes(type);
+    const uint16_t scale = type == DType::BF16 ? f32_to_bf16(0.01f) : f32_to_f16(0.01f);
+    if (type == DType::Q8_0 || type == DType::Q4_0) {
+      for (size_t b = 0; b < bytes / elem; ++b) std::memcpy(data.data() + b * elem, &scale, 2);
+    } else if (type != DType::F32) {
+      for (size_t j = 0; j < bytes; j += 2) std::memcpy(data.data() + j, &scale, 2);
+    } else {
+      const float one = 0.01f;
+      for (size_t j = 0; j < bytes; j += 4) std::memcpy(data.data() + j, &one, 4);
+    }
+    set.copies.push_back(std::move(data));
+  }
+  for (auto& c : set.copies) {
+    TensorView v;
+    v.name = "bench.weight";
+    v.type = type;
+    v.n_dims = 2;
+    v.ne = {cols, rows, 1, 1};
+    v.data = c.data();
+    v.bytes = c.size();
+    set.views.push_back(v);
+  }
+  return set;
+}
+
+void BM_Matmul(benchmark::State& state, DType type) {
+  const int64_t rows = state.range(0);
+  const int64_t cols = state.range(1);
+  const int n_tokens = static_cast<int>(state.range(2));
+  const int n_threads = static_cast<int>(state.range(3));
+  const WeightSet w = make_weights(type, rows, cols, n_tokens == 1 ? (256u << 20) : 0);
+  std::vector<float> x(static_cast<size_t>(n_tokens) * cols);
+  uint64_t s = 12345;
+  for (auto& v : x)
+    v = static_cast<float>(static_cast<int64_t>(next_random(s) % 2001) - 1000) / 1000.0f;
+  std::vector<float> y(static_cast<size_t>(n_tokens) * rows);
+  ThreadPool& pool = pool_of(n_threads);
+  size_t i = 0;
+  for (auto _ : state) {
+    matmul(w.views[i], x.data(), n_tokens, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+    i = (i + 1) % w.views.size();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  if (n_tokens == 1) {
+    state.counters["weight_GB/s"] = benchmark::Counter(
+        iters * static_cast<double>(w.views[0].bytes) / 1e9, benchmark::Counter::kIsRate);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      iters * 2.0 * static_cast<double>(rows * cols) * n_tokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+void matmul_args(benchmark::internal::Benchmark* b) {
+  for (int tokens : {1, 512}) {
+    for (int threads : {1, 2}) {
+      for (auto [rows, cols] :
+           {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}}) {
+        if (tokens == 512 && rows == 32000) continue;  // output matmul runs for the last token only
+        b->Args({rows, cols, tokens, threads});
+      }
+    }
+  }
+  b->ArgNames({"rows", "cols", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, f16, DType::F16)
+    ->Args({2048, 2048, 1, 1})
+    ->Args({2048, 2048, 512, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Matmul, f32, DType::F32)
+    ->Args({2048, 2048, 1, 1})
+    ->Args({2048, 2048, 512, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void BM_ThreadPoolRun(benchmark::State& state) {
+  ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
+  std::vector<int> sink(pool.size() * 16);
+  for (auto _ : state) {
+    pool.run([&](int i) { sink[i * 16] += 1; });
+  }
+  benchmark::DoNotOptimize(sink.data());
+}
+BENCHMARK(BM_ThreadPoolRun)->Arg(1)->Arg(2)->UseRealTime();
+
+void BM_DotF32(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> a(n, 0.5f), b(n, 0.25f);
+  for (auto _ : state) benchmark::DoNotOptimize(dot_f32(a.data(), b.data(), n));
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_DotF32)->Arg(64)->Arg(128)->Arg(2048);
+
+void BM_Axpy(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> a(n, 0.5f), b(n, 0.25f);
+  for (auto _ : state) {
+    axpy(a.data(), 1e-3f, b.data(), n);
+    benchmark::DoNotOptimize(a.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Axpy)->Arg(64)->Arg(128);
+
+void BM_Softmax(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> x(n);
+  for (auto _ : state) {
+    for (int i = 0; i < n; ++i) x[i] = static_cast<float>(i % 13);
+    softmax(x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Softmax)->Arg(4096);
+
+void BM_SiluMul(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> a(n, 0.5f), b(n, 1.0f);
+  for (auto _ : state) {
+    silu_mul(a.data(), b.data(), n);
+    benchmark::DoNotOptimize(a.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_SiluMul)->Arg(5632);
+
+void BM_Rmsnorm(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  std::vector<float> x(n, 0.5f), w(n, 1.0f), out(n);
+  for (auto _ : state) {
+    rmsnorm(out.data(), x.data(), w.data(), n, 1e-5f);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Rmsnorm)->Arg(2048);
+
+}  // namespace
+}  // namespace k25
+
+BENCHMARK_MAIN();

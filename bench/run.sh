@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Decode and prefill speed of k25 next to llama.cpp's llama-bench on the same GGUF files.
+# Not a test: numbers depend on the machine. See docs/benchmarks.md.
+set -euo pipefail
+
+usage() {
+  cat <<'USAGE'
+usage: bench/run.sh [--peer DIR] [--threads "1 2"] [--shape tinyllama-1.1b] [--dtypes "q8_0 q4_0"]
+                    [--reps N] [--bin DIR] [--out DIR] [--vocab-dir DIR]
+  --peer DIR       llama.cpp build/bin holding llama-bench (skipped with a message when absent)
+  --threads LIST   thread counts to measure (default "1 2")
+  --shape NAME     k25-mkmodel shape (default tinyllama-1.1b; see k25-mkmodel --list)
+  --dtypes LIST    weight types (default "q8_0 q4_0")
+  --reps N         repetitions of every measurement, averaged (default 3)
+  --bin DIR        k25 binaries (default build/bin)
+  --out DIR        scratch folder for the generated models, reused between runs
+                   (default ${TMPDIR:-/tmp}/k25-bench)
+  --vocab-dir DIR  llama.cpp vocabulary GGUFs (default ../shared/tokenizers/llamacpp-vocab)
+USAGE
+}
+
+# Paths given on the command line are taken relative to the caller's directory; the defaults
+# relative to the repository root, where the script then runs.
+absolute() { if [[ "$1" = /* ]]; then echo "$1"; else echo "$PWD/$1"; fi; }
+peer=""
+threads="1 2"
+shape="tinyllama-1.1b"
+dtypes="q8_0 q4_0"
+reps=3
+bin="build/bin"
+out="${TMPDIR:-/tmp}/k25-bench"
+vocab_dir="../shared/tokenizers/llamacpp-vocab"
+while [[ $# -gt 0 ]]; do
+  if [[ "$1" == --* && "$1" != --help && $# -lt 2 ]]; then
+    echo "bench/run.sh: $1 needs a value" >&2
+    exit 2
+  fi
+  case "$1" in
+    --peer) peer="$(absolute "$2")"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --shape) shape="$2"; shift 2 ;;
+    --dtypes) dtypes="$2"; shift 2 ;;
+    --reps) reps="$2"; shift 2 ;;
+    --bin) bin="$(absolute "$2")"; shift 2 ;;
+    --out) out="$(absolute "$2")"; shift 2 ;;
+    --vocab-dir) vocab_dir="$(absolute "$2")"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "bench/run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+cd "$(dirname "$0")/.."
+
+for tool in k25-mkmodel k25-run; do
+  if [[ ! -x "$bin/$tool" ]]; then
+    echo "bench/run.sh: $bin/$tool not found; build first (make build)" >&2
+    exit 1
+  fi
+done
+llama_bench=""
+if [[ -z "$peer" ]]; then
+  echo "peer: not given (--peer DIR); measuring k25 only"
+elif [[ -x "$peer/llama-bench" ]]; then
+  llama_bench="$peer/llama-bench"
+else
+  echo "peer: $peer/llama-bench not found; measuring k25 only"
+fi
+
+mkdir -p "$out"
+results="$out/results-$$.tsv"
+: > "$results"
+trap 'rm -f "$results"' EXIT
+
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+# Read bandwidth at every thread count measured, as k25-membw prints it:
+#   read bandwidth, T thread(s): X GB/s
+if [[ -x "$bin/k25-membw" ]]; then
+  membw_out="$("$bin/k25-membw" --threads "$threads" 2>&1)" ||
+    { echo "bench/run.sh: $bin/k25-membw failed: $membw_out" >&2; exit 1; }
+  echo "$membw_out" | sed 's/^/bandwidth: /'
+  python3 - "$membw_out" >> "$results" <<'PY'
+import re, sys
+for t, gbs in re.findall(r"read bandwidth, (\d+) thread\(s\): ([0-9.]+) GB/s", sys.argv[1]):
+    print(f"bandwidth\t-\t{t}\t{gbs}")
+PY
+else
+  echo "bandwidth: n/a ($bin/k25-membw not built)"
+fi
+
+# Runs k25-run generate $reps times and prints the mean of JSON field $1.
+k25_mean() {
+  local field="$1"; shift
+  local values=""
+  local line
+  for ((r = 0; r < reps; r++)); do
+    if ! line="$("$bin/k25-run" generate "$@" --json 2>"$out/k25-run.log" | tail -n 1)" ||
+      [[ -z "$line" ]]; then
+      echo "bench/run.sh: k25-run generate $* failed (see $out/k25-run.log)" >&2
+      return 1
+    fi
+    values+="$line"$'\n'
+  done
+  python3 - "$field" "$values" <<'PY'
+import json, sys
+field, text = sys.argv[1], sys.argv[2]
+values = [json.loads(line)[field] for line in text.splitlines() if line.strip()]
+print(sum(values) / len(values))
+PY
+}
+
+for dtype in $dtypes; do
+  model="$out/$shape-$dtype.gguf"
+  if [[ -f "$model" ]]; then
+    echo "model: reusing $model"
+  else
+    echo "model: writing $model"
+    "$bin/k25-mkmodel" --shape "$shape" --dtype "$dtype" --vocab-dir "$vocab_dir" \
+      -o "$model.partial"
+    mv "$model.partial" "$model"
+  fi
+  bytes="$(stat -c %s "$model")"
+  # Warm-up: pages the model into the page cache before anything is timed.
+  "$bin/k25-run" generate -m "$model" -p "Hello" -n 4 -t 1 --json > /dev/null 2>"$out/k25-run.log" ||
+    { echo "bench/run.sh: k25-run cannot run $model (see $out/k25-run.log)" >&2; exit 1; }
+  for t in $threads; do
+    echo "measuring $dtype, $t thread(s)..."
+    pp="$(k25_mean prefill_tokens_per_second -m "$model" --n-prompt 512 -n 0 -t "$t")"
+    tg="$(k25_mean tokens_per_second -m "$model" -p "Hello" -n 128 -t "$t" --ignore-eos)"
+    printf 'k25\t%s\t%s\t%s\t%s\t%s\n' "$dtype" "$t" "$pp" "$tg" "$bytes" >> "$results"
+    if [[ -n "$llama_bench" ]]; then
+      peer_json="$("$llama_bench" -m "$model" -p 512 -n 128 -t "$t" -r "$reps" -o json 2>"$out/llama-bench.log")" ||
+        { echo "llama-bench failed on $model (see $out/llama-bench.log)" >&2; exit 1; }
+      python3 - "$peer_json" "$dtype" "$t" >> "$results" <<'PY'
+import json, sys
+rows, dtype, threads = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
+tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
+print(f"peer\t{dtype}\t{threads}\t{pp}\t{tg}\t-")
+PY
+    fi
+  done
+done
+
+python3 - "$results" "$shape" <<'PY'
+import sys
+path, shape = sys.argv[1], sys.argv[2]
+bandwidth, k25, peer = {}, {}, {}
+for line in open(path):
+    kind, dtype, threads, *rest = line.rstrip("\n").split("\t")
+    if kind == "bandwidth":
+        bandwidth[threads] = float(rest[0])
+    elif kind == "k25":
+        k25[(dtype, threads)] = (float(rest[0]), float(rest[1]), int(rest[2]))
+    else:
+        peer[(dtype, threads)] = (float(rest[0]), float(rest[1]))
+
+def num(x, fmt="{:.2f}"):
+    return "n/a" if x is None else fmt.format(x)
+
+def ratio(a, b):
+    return None if a is None or b is None or b == 0 else a / b
+
+head = ["dtype", "threads", "k25 pp512 tok/s", "peer pp512 tok/s", "ratio",
+        "k25 tg tok/s", "peer tg tok/s", "ratio", "k25 decode GB/s", "% of bandwidth"]
+rows = []
+for (dtype, threads), (pp, tg, size) in k25.items():
+    ppp, ptg = peer.get((dtype, threads), (None, None))
+    gbs = size * tg / 1e9
+    share = None if threads not in bandwidth else 100 * gbs / bandwidth[threads]
+    rows.append([dtype, threads, num(pp), num(ppp), num(ratio(pp, ppp)), num(tg), num(ptg),
+                 num(ratio(tg, ptg)), num(gbs), num(share, "{:.0f}%")])
+print()
+measured = ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in bandwidth.items()) or "n/a"
+print(f"shape {shape}; read bandwidth: {measured}")
+print("decode GB/s = model file bytes x decode tok/s; % of the read bandwidth at the same thread count")
+print("| " + " | ".join(head) + " |")
+print("|" + "|".join("---" for _ in head) + "|")
+for row in rows:
+    print("| " + " | ".join(row) + " |")
+PY

@@ -1,0 +1,50 @@
+// Counters and latency histograms the engine keeps for /metrics and k25_metrics(); safe to read
+// from any thread while the engine runs.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace k25 {
+
+// Cumulative histogram with fixed upper bounds (Prometheus semantics: bucket i counts the
+// observations <= bounds[i]; the implicit +Inf bucket is `count`).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void observe(double value);
+  struct Snapshot {
+    std::vector<double> upper_bounds;
+    std::vector<uint64_t> cumulative_counts;  // one per bound
+    uint64_t count = 0;
+    double sum = 0;
+  };
+  Snapshot snapshot() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bucket, not cumulative
+  uint64_t count_ = 0;
+  double sum_ = 0;
+};
+
+struct EngineStats {
+  EngineStats();
+  std::atomic<int64_t> requests_running{0};
+  std::atomic<int64_t> requests_waiting{0};
+  // Finished requests by FinishReason (index = enum value).
+  std::array<std::atomic<uint64_t>, 4> requests_finished{};
+  std::atomic<uint64_t> prompt_tokens{0};
+  std::atomic<uint64_t> completion_tokens{0};
+  std::atomic<uint64_t> forward_calls{0};
+  std::atomic<uint64_t> kv_bytes_used{0};
+  Histogram ttft_seconds;
+  Histogram inter_token_seconds;
+  Histogram request_seconds;
+};
+
+}  // namespace k25

@@ -1,0 +1,54 @@
+// What the engine is asked to do (a generation request) and what it reports back (events).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/sampler.h"
+#include "model/tokenizer.h"
+
+namespace k25 {
+
+using RequestId = uint64_t;
+
+enum class FinishReason { Stop, Length, Cancelled, Error };
+// "stop", "length", "cancelled", "error" (the first two are OpenAI's finish_reason values).
+const char* finish_reason_name(FinishReason reason);
+
+struct GenerationRequest {
+  std::vector<TokenId> prompt;  // must be non-empty
+  int max_tokens = 16;          // generated tokens at most (>= 1)
+  SamplingParams sampling;
+  std::vector<std::string> stop;  // stop strings; never sent to the client, even in part
+  std::vector<TokenId> stop_tokens;  // end the output like end-of-generation tokens (chat turn ends)
+  // < 0: no logprobs; n >= 0: the sampled token's logprob and the n most likely alternatives.
+  int top_logprobs = -1;
+  int priority = 50;  // R-FP4: gold=100, silver=50, bronze=10 (read by the scheduling policy)
+};
+
+struct GenerationEvent {
+  enum class Kind { Token, Finished };
+  Kind kind = Kind::Token;
+  // Token: the sampled token; text is the part of the output that became final with it (may be
+  // empty while an incomplete UTF-8 character or a possible stop string is held back).
+  // Finished: text is the held-back remainder released at the end (empty after a stop string).
+  TokenId token = -1;
+  std::string text;
+  std::optional<TokenLogprobs> logprobs;
+  // Finished only.
+  FinishReason finish_reason = FinishReason::Stop;
+  std::string error;  // FinishReason::Error: what went wrong
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  double ttft_ms = 0;   // submit to first token
+  double total_ms = 0;  // submit to finish
+};
+
+// Called on the engine thread, in order, ending with exactly one Finished event. It must return
+// quickly (hand the event to another thread) and must not call back into the engine.
+using EventCallback = std::function<void(const GenerationEvent&)>;
+
+}  // namespace k25

@@ -1,0 +1,523 @@
+// Weight x activation products. Work is split over threads in chunks of rows (taken from a
+// shared counter, so a thread slowed by other load on the machine takes fewer chunks). For one
+// token (decode) each thread streams its rows one after another; for several tokens (prefill)
+// the output is computed in register tiles of up to 4 rows x 4 tokens, so each weight block
+// loaded serves several tokens, and a chunk of rows stays in L2 while all tokens pass over it.
+//
+// Quantised weights (Q8_0, Q4_0) are multiplied with activations quantised to Q8_0 once per
+// call: integer dot products per 32-element block, scaled by d_w * d_x (d_x rounded to f16)
+// and accumulated in float, which matches llama.cpp's numerics.
+#include "kernels/matmul.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstring>
+#include <new>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "kernels/quant_simd.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#define K25_MATMUL_VNNI 1
+#endif
+
+// The tile loops over rows and tokens must be unrolled early enough for GCC to keep the
+// accumulator arrays in registers (otherwise it stores them to the stack every block).
+#define K25_UNROLL _Pragma("GCC unroll 4")
+
+constexpr int kMaxTile = 4;
+// Tokens per register tile in prefill; the AVX2 kernels have 16 vector registers, so they use
+// fewer tokens to keep the accumulators from spilling.
+#if defined(K25_MATMUL_VNNI)
+constexpr int kTileTokens = 4;
+#else
+constexpr int kTileTokens = 2;
+#endif
+constexpr int kTileRows = 4;
+
+// Activations quantised to Q8_0, laid out for aligned 32-byte loads: token t, block b has its
+// quants at q + t * cols + 32 * b and its scale/bias at index b * n_tokens + t (block-major, so
+// the scales of a tile's tokens are adjacent).
+struct QuantizedActs {
+  int8_t* q;
+  float* d;
+  // Per block: a correction added to the integer dot so that it comes out signed-correct when
+  // the kernel offsets the weights to unsigned (see bias_multiplier()).
+  int32_t* bias;
+  int64_t cols;
+  int64_t n_blocks;
+  int64_t n_tokens;
+};
+
+// Grows-only 64-byte aligned scratch, one per calling thread.
+class Scratch {
+ public:
+  ~Scratch() { ::operator delete(data_, std::align_val_t(64)); }
+  void* get(size_t bytes) {
+    if (bytes > capacity_) {
+      ::operator delete(data_, std::align_val_t(64));
+      data_ = nullptr;
+      data_ = ::operator new(bytes, std::align_val_t(64));
+      capacity_ = bytes;
+    }
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+enum class QKind { kQ8, kQ4 };
+
+// The integer kernels feed weights as the unsigned operand: Q4_0 nibbles are 0..15 (value + 8)
+// and, with VNNI, Q8_0 quants are offset by +128. The per-block bias spread over the 8 lanes
+// removes sum(x_q) * offset. The AVX2 Q8_0 kernel uses the sign trick instead and needs none.
+int32_t bias_multiplier(QKind kind) {
+  if (kind == QKind::kQ4) return 1;  // 8 * sum / 8 lanes
+#if defined(K25_MATMUL_VNNI)
+  return 16;  // 128 * sum / 8 lanes
+#else
+  return 0;
+#endif
+}
+
+template <QKind K>
+using QBlock = std::conditional_t<K == QKind::kQ8, BlockQ8_0, BlockQ4_0>;
+
+#if defined(__AVX2__)
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int32_t sum_q8(const int8_t* q) {
+  const __m256i pairs = _mm256_maddubs_epi16(
+      _mm256_set1_epi8(1), _mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
+  const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The 32 weight quants of a block as the unsigned (or, for AVX2 Q8_0, raw signed) operand.
+template <QKind K>
+inline __m256i load_weight_quants(const QBlock<K>* block) {
+  if constexpr (K == QKind::kQ8) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block->qs));
+#if defined(K25_MATMUL_VNNI)
+    return _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80)));
+#else
+    return q;
+#endif
+  } else {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block->qs));
+    const __m256i both =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(packed), _mm_srli_epi16(packed, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+  }
+}
+
+// Integer dot of one weight block with one activation block, spread over 8 int32 lanes.
+template <QKind K>
+inline __m256i block_dot(__m256i w, __m256i x, __m256i bias) {
+#if defined(K25_MATMUL_VNNI)
+  return _mm256_dpbusd_epi32(bias, w, x);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (K == QKind::kQ8) {
+    (void)bias;
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(pairs, ones);
+  } else {
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones), bias);
+  }
+#endif
+}
+
+// Computes y for rows [0, R) of `w` (row stride w_row_bytes) and tokens [t0, t0 + T).
+// `scale` is scratch for n_blocks * R * 4 floats.
+template <QKind K, int R, int T>
+void q_tile(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a, int t0, float* scale,
+            float* y, int64_t y_stride) {
+  const QBlock<K>* rows[R];
+  K25_UNROLL
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes);
+  // Prefill: d_w * d_x for every (block, row, token), computed in a separate pass so that the
+  // multiply-adds below take them as broadcast loads instead of register shuffles.
+  for (int64_t b = 0; T > 1 && b < a.n_blocks; ++b) {
+    const float* xd = a.d + b * a.n_tokens + t0;
+    // Built from registers for T < 4: scalar stores followed by a vector load would stall on
+    // store forwarding.
+    const __m128 dx = T == 4 ? _mm_loadu_ps(xd)
+                             : _mm_setr_ps(xd[0], T > 1 ? xd[1] : 0.0f, T > 2 ? xd[2] : 0.0f, 0.0f);
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) {
+      _mm_storeu_ps(scale + (b * R + r) * 4,
+                    _mm_mul_ps(_mm_set1_ps(half_to_float(rows[r][b].d)), dx));
+    }
+  }
+  __m256 acc[R][T];
+  K25_UNROLL
+  for (int r = 0; r < R; ++r) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  const int8_t* xq = a.q + t0 * a.cols;
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    __m256i wq[R];
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) wq[r] = load_weight_quants<K>(rows[r] + b);
+    const int32_t* xb = a.bias + b * a.n_tokens + t0;
+    const float* s = scale + b * R * 4;
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m256i x =
+          _mm256_load_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + 32 * b));
+      const __m256i bias = _mm256_set1_epi32(xb[t]);
+      K25_UNROLL
+      for (int r = 0; r < R; ++r) {
+        const __m256 dot = _mm256_cvtepi32_ps(block_dot<K>(wq[r], x, bias));
+        const __m256 d =
+            T == 1 ? _mm256_set1_ps(half_to_float(rows[r][b].d) * a.d[b * a.n_tokens + t0])
+                   : _mm256_broadcast_ss(s + r * 4 + t);
+        acc[r][t] = _mm256_fmadd_ps(dot, d, acc[r][t]);
+      }
+    }
+  }
+  K25_UNROLL
+  for (int t = 0; t < T; ++t) {
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) y[(t0 + t) * y_stride + r] = hsum(acc[r][t]);
+  }
+}
+
+// Decode (one token): one row at a time, so each thread reads a single sequential stream
+// (interleaving several rows measured up to 2x slower from DRAM), with four accumulators over
+// consecutive blocks to hide the FMA latency.
+template <QKind K>
+float q_row(const QBlock<K>* row, const QuantizedActs& a) {
+  __m256 acc[4];
+  K25_UNROLL
+  for (int u = 0; u < 4; ++u) acc[u] = _mm256_setzero_ps();
+  const auto block = [&](int64_t b, __m256& sum) {
+    const __m256i x = _mm256_load_si256(reinterpret_cast<const __m256i*>(a.q + 32 * b));
+    const __m256i dot =
+        block_dot<K>(load_weight_quants<K>(row + b), x, _mm256_set1_epi32(a.bias[b]));
+    sum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(half_to_float(row[b].d) * a.d[b]),
+                          sum);
+  };
+  int64_t b = 0;
+  for (; b + 4 <= a.n_blocks; b += 4) {
+    K25_UNROLL
+    for (int u = 0; u < 4; ++u) block(b + u, acc[u]);
+  }
+  for (; b < a.n_blocks; ++b) block(b, acc[0]);
+  return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+}
+
+template <DType D>
+inline __m256 load8(const uint8_t* row, int64_t c) {
+  if constexpr (D == DType::F32) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  } else {
+    const __m128i h = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(row) + c));
+    if constexpr (D == DType::F16) {
+      return _mm256_cvtph_ps(h);
+    } else {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+  }
+}
+
+#endif  // __AVX2__
+
+template <DType D>
+inline float load1(const uint8_t* row, int64_t c) {
+  if constexpr (D == DType::F32) {
+    return reinterpret_cast<const float*>(row)[c];
+  } else if constexpr (D == DType::F16) {
+    return half_to_float(reinterpret_cast<const uint16_t*>(row)[c]);
+  } else {
+    return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[c]);
+  }
+}
+
+// Float-weight tile: rows [0, R) of w against tokens [t0, t0 + T) of x (row length cols).
+template <DType D, int R, int T>
+void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, int t0, float* y,
+            int64_t y_stride) {
+  float sums[R][T];
+  int64_t c = 0;
+#if defined(__AVX2__)
+  __m256 acc[R][T];
+  K25_UNROLL
+  for (int r = 0; r < R; ++r) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (; c + 8 <= cols; c += 8) {
+    __m256 wv[R];
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) wv[r] = load8<D>(w + r * w_row_bytes, c);
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + (t0 + t) * cols + c);
+      K25_UNROLL
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
+    }
+  }
+  K25_UNROLL
+  for (int r = 0; r < R; ++r) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) sums[r][t] = hsum(acc[r][t]);
+  }
+#else
+  K25_UNROLL
+  for (int r = 0; r < R; ++r) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) sums[r][t] = 0.0f;
+  }
+#endif
+  for (; c < cols; ++c) {
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const float wv = load1<D>(w + r * w_row_bytes, c);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) sums[r][t] += wv * x[(t0 + t) * cols + c];
+    }
+  }
+  K25_UNROLL
+  for (int t = 0; t < T; ++t) {
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) y[(t0 + t) * y_stride + r] = sums[r][t];
+  }
+}
+
+#if !defined(__AVX2__)
+// Portable integer kernel (builds without AVX2): same arithmetic, one block at a time.
+template <QKind K, int R, int T>
+void q_tile(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a, int t0, float*, float* y,
+            int64_t y_stride) {
+  for (int r = 0; r < R; ++r) {
+    const QBlock<K>* row = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = a.q + (t0 + t) * a.cols;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < a.n_blocks; ++b) {
+        int32_t dot = 0;
+        for (int j = 0; j < 32; ++j) {
+          int wq;
+          if constexpr (K == QKind::kQ8) {
+            wq = row[b].qs[j];
+          } else {
+            wq = j < 16 ? (row[b].qs[j] & 0x0f) - 8 : (row[b].qs[j - 16] >> 4) - 8;
+          }
+          dot += wq * xq[32 * b + j];
+        }
+        sum += static_cast<float>(dot) * (half_to_float(row[b].d) * a.d[b * a.n_tokens + t0 + t]);
+      }
+      y[(t0 + t) * y_stride + r] = sum;
+    }
+  }
+}
+
+template <QKind K>
+float q_row(const QBlock<K>* row, const QuantizedActs& a) {
+  float y;
+  q_tile<K, 1, 1>(reinterpret_cast<const uint8_t*>(row), 0, a, 0, nullptr, &y, 1);
+  return y;
+}
+
+inline int32_t sum_q8(const int8_t* q) {
+  int32_t s = 0;
+  for (int j = 0; j < 32; ++j) s += q[j];
+  return s;
+}
+#endif
+
+template <QKind K>
+void q_decode_rows(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a, int64_t r0,
+                   int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; ++r) {
+    y[r] = q_row<K>(reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes), a);
+  }
+}
+
+// Tile function tables indexed [rows - 1][tokens - 1].
+using QTileFn = void (*)(const uint8_t*, size_t, const QuantizedActs&, int, float*, float*,
+                         int64_t);
+using FTileFn = void (*)(const uint8_t*, size_t, const float*, int64_t, int, float*, int64_t);
+
+template <QKind K, int R>
+constexpr std::array<QTileFn, kMaxTile> q_tiles_for_rows() {
+  return {&q_tile<K, R, 1>, &q_tile<K, R, 2>, &q_tile<K, R, 3>, &q_tile<K, R, 4>};
+}
+template <QKind K>
+constexpr std::array<std::array<QTileFn, kMaxTile>, kMaxTile> q_tiles() {
+  return {q_tiles_for_rows<K, 1>(), q_tiles_for_rows<K, 2>(), q_tiles_for_rows<K, 3>(),
+          q_tiles_for_rows<K, 4>()};
+}
+template <DType D, int R>
+constexpr std::array<FTileFn, kMaxTile> f_tiles_for_rows() {
+  return {&f_tile<D, R, 1>, &f_tile<D, R, 2>, &f_tile<D, R, 3>, &f_tile<D, R, 4>};
+}
+template <DType D>
+constexpr std::array<std::array<FTileFn, kMaxTile>, kMaxTile> f_tiles() {
+  return {f_tiles_for_rows<D, 1>(), f_tiles_for_rows<D, 2>(), f_tiles_for_rows<D, 3>(),
+          f_tiles_for_rows<D, 4>()};
+}
+
+constexpr auto kQ8Tiles = q_tiles<QKind::kQ8>();
+constexpr auto kQ4Tiles = q_tiles<QKind::kQ4>();
+constexpr auto kF32Tiles = f_tiles<DType::F32>();
+constexpr auto kF16Tiles = f_tiles<DType::F16>();
+constexpr auto kBF16Tiles = f_tiles<DType::BF16>();
+
+// Quantises tokens [t_begin, t_end) of x into `out` (whose arrays the caller allocated).
+void quantize_tokens(const float* x, int t_begin, int t_end, int32_t bias_mult,
+                     const QuantizedActs& out) {
+  for (int t = t_begin; t < t_end; ++t) {
+    for (int64_t b = 0; b < out.n_blocks; ++b) {
+      const int64_t off = t * out.cols + 32 * b;
+      const int64_t i = b * out.n_tokens + t;
+      out.d[i] = half_to_float(float_to_half(quantize_block_q8_0(x + off, out.q + off)));
+      out.bias[i] = bias_mult == 0 ? 0 : -bias_mult * sum_q8(out.q + off);
+    }
+  }
+}
+
+// Splits [0, rows) into chunks handed out by an atomic counter and runs `body(r0, r1)`.
+template <typename Body>
+void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& body) {
+  if (pool.size() == 1 || rows <= chunk) {
+    body(int64_t{0}, rows);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run([&](int) {
+    for (;;) {
+      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (r0 >= rows) return;
+      body(r0, std::min(rows, r0 + chunk));
+    }
+  });
+}
+
+int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
+  // Decode: a few chunks per thread so a slowed thread does not hold everyone up. Prefill:
+  // a panel of rows small enough to stay in L2 while all token tiles pass over it.
+  const int64_t per_thread = (rows + n_threads - 1) / n_threads;
+  int64_t chunk = n_tokens == 1 ? std::max<int64_t>(16, (per_thread + 3) / 4)
+                                : std::min<int64_t>(64, per_thread);
+  chunk = (chunk + kTileRows - 1) / kTileRows * kTileRows;
+  return std::max<int64_t>(chunk, kTileRows);
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool) {
+  const int64_t cols = w.row_length();
+  const int64_t rows = w.n_rows();
+  const size_t w_row_bytes = row_bytes(w.type, cols);
+  if (w.data == nullptr || w.bytes < w_row_bytes * static_cast<size_t>(rows)) {
+    fail("matmul: weight tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ",
+         w_row_bytes * static_cast<size_t>(rows));
+  }
+  if (n_tokens <= 0 || rows == 0) return;
+  const auto* wdata = static_cast<const uint8_t*>(w.data);
+  const int n_threads = pool.size();
+  const int64_t chunk = chunk_rows(rows, n_tokens, n_threads);
+  const int tile_tokens = n_tokens == 1 ? 1 : kTileTokens;
+
+  if (w.type == DType::Q8_0 || w.type == DType::Q4_0) {
+    const QKind kind = w.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
+    const int64_t n_blocks = cols / 32;
+    const size_t q_bytes = static_cast<size_t>(n_tokens * cols);
+    const size_t meta_bytes = static_cast<size_t>(n_tokens * n_blocks) * 4;
+    thread_local Scratch scratch;
+    auto* base = static_cast<uint8_t*>(scratch.get(q_bytes + 2 * meta_bytes + 64));
+    // q_bytes is a multiple of 32, so the metadata arrays stay 4-byte aligned.
+    const QuantizedActs acts{reinterpret_cast<int8_t*>(base),
+                             reinterpret_cast<float*>(base + q_bytes),
+                             reinterpret_cast<int32_t*>(base + q_bytes + meta_bytes),
+                             cols,
+                             n_blocks,
+                             n_tokens};
+    const int32_t bias_mult = bias_multiplier(kind);
+    if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
+      pool.run([&](int i) {
+        const int t0 = static_cast<int>(int64_t{n_tokens} * i / n_threads);
+        const int t1 = static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads);
+        quantize_tokens(x, t0, t1, bias_mult, acts);
+      });
+    } else {
+      quantize_tokens(x, 0, n_tokens, bias_mult, acts);
+    }
+    if (n_tokens == 1) {
+      parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
+        if (kind == QKind::kQ8) {
+          q_decode_rows<QKind::kQ8>(wdata, w_row_bytes, acts, r0, r1, y);
+        } else {
+          q_decode_rows<QKind::kQ4>(wdata, w_row_bytes, acts, r0, r1, y);
+        }
+      });
+      return;
+    }
+    const auto& tiles = kind == QKind::kQ8 ? kQ8Tiles : kQ4Tiles;
+    parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
+      thread_local std::vector<float> scale;
+      scale.resize(static_cast<size_t>(n_blocks) * kTileRows * 4);
+      for (int t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
+        const int nt = std::min(tile_tokens, n_tokens - t0);
+        for (int64_t r = r0; r < r1; r += kTileRows) {
+          const int nr = static_cast<int>(std::min<int64_t>(kTileRows, r1 - r));
+          tiles[nr - 1][nt - 1](wdata + r * w_row_bytes, w_row_bytes, acts, t0, scale.data(), y + r,
+                                rows);
+        }
+      }
+    });
+    return;
+  }
+
+  const std::array<std::array<FTileFn, kMaxTile>, kMaxTile>* tiles = nullptr;
+  switch (w.type) {
+    case DType::F32:
+      tiles = &kF32Tiles;
+      break;
+    case DType::F16:
+      tiles = &kF16Tiles;
+      break;
+    case DType::BF16:
+      tiles = &kBF16Tiles;
+      break;
+    default:
+      fail("matmul: unsupported type id ", static_cast<uint32_t>(w.type), " of tensor '", w.name,
+           "'");
+  }
+  parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
+    for (int t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
+      const int nt = std::min(tile_tokens, n_tokens - t0);
+      for (int64_t r = r0; r < r1; r += kTileRows) {
+        const int nr = static_cast<int>(std::min<int64_t>(kTileRows, r1 - r));
+        (*tiles)[nr - 1][nt - 1](wdata + r * w_row_bytes, w_row_bytes, x, cols, t0, y + r, rows);
+      }
+    }
+  });
+}
+
+}  // namespace k25

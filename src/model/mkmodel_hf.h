@@ -1,0 +1,36 @@
+// The Hugging Face half of k25-mkmodel: collects float16 tensors under their Hugging Face names
+// and writes config.json, model.safetensors (or two shards and an index) and tokenizer.json.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/model_config.h"
+
+namespace k25 {
+
+class GgufFile;
+
+class MkHfWriter {
+ public:
+  MkHfWriter(std::string dir, bool sharded) : dir_(std::move(dir)), sharded_(sharded) {}
+  // shape is in Hugging Face order (outermost first, e.g. [out_features, in_features]).
+  void add_f16(std::string name, std::vector<int64_t> shape, std::vector<uint16_t> data);
+  // `config.n_vocab` must be set; bos/eos ids and the vocabulary come from `vocab`.
+  void write(const ModelConfig& config, const GgufFile& vocab) const;
+
+ private:
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<uint16_t> data;
+  };
+  void write_config(const ModelConfig& config, const GgufFile& vocab) const;
+  void write_weights() const;
+  std::string dir_;
+  bool sharded_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace k25

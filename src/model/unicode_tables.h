@@ -1,0 +1,22 @@
+// Sorted, non-overlapping code point ranges for the Unicode classes the pre-tokenisers use
+// (generated into unicode_tables.cpp by scripts/gen-unicode-tables.py).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace k25::unicode {
+
+struct CodepointRange {
+  uint32_t first;
+  uint32_t last;  // inclusive
+};
+
+extern const CodepointRange kLetterRanges[];  // general category L* (\p{L})
+extern const size_t kLetterRangesCount;
+extern const CodepointRange kNumberRanges[];  // general category N* (\p{N})
+extern const size_t kNumberRangesCount;
+extern const CodepointRange kWhitespaceRanges[];  // White_Space property (\s)
+extern const size_t kWhitespaceRangesCount;
+
+}  // namespace k25::unicode

@@ -1,0 +1,230 @@
+#include "server/api.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "server/api_error.h"
+#include "server/auth.h"
+#include "server/request_log.h"
+#include "server/response_format.h"
+#include "util/error.h"
+
+namespace k25 {
+
+using nlohmann::json;
+
+namespace {
+
+struct Route {
+  const char* path;
+  http::verb method;
+};
+
+constexpr Route kRoutes[] = {
+    {"/health", http::verb::get},          {"/metrics", http::verb::get},
+    {"/v1/models", http::verb::get},       {"/generate", http::verb::post},
+    {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
+    {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+};
+
+// Outside the coroutines: GCC 12 cannot keep a range-for over an array in a coroutine frame.
+const Route* find_route(const std::string& path) {
+  for (const Route& r : kRoutes) {
+    if (path == r.path) return &r;
+  }
+  return nullptr;
+}
+
+const char* error_type(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    case 500: return "server_error";
+    case 503: return "service_unavailable";
+    default: return "invalid_request_error";
+  }
+}
+
+ApiError make_error(int status, std::string message, std::string code = {}) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = error_type(status);
+  e.code = std::move(code);
+  return e;
+}
+
+net::awaitable<void> send_error(HttpExchange& ex, const ApiError& error) {
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (error.retry_after_s > 0) headers.push_back({"Retry-After", std::to_string(error.retry_after_s)});
+  if (error.status == 401) headers.push_back({"WWW-Authenticate", "Bearer"});
+  co_await ex.send(error.status, "application/json", json_text(error_body(error)), headers);
+}
+
+std::string_view view(beast::string_view s) { return {s.data(), s.size()}; }
+
+std::string model_name_of(const Model& model, const std::string& path) {
+  if (!model.config().name.empty()) return model.config().name;
+  return std::filesystem::path(path).stem().string();
+}
+
+}  // namespace
+
+Api::Api(ServerConfig config) : config_(std::move(config)) {}
+
+void Api::set_engine(Engine* engine) {
+  const Model& model = engine->model();
+  model_name_ = model_name_of(model, config_.model_path);
+  defaults_.sampling.temperature = static_cast<float>(config_.temperature);
+  defaults_.sampling.top_p = static_cast<float>(config_.top_p);
+  defaults_.sampling.top_k = config_.top_k;
+  defaults_.sampling.min_p = static_cast<float>(config_.min_p);
+  defaults_.sampling.repeat_penalty = static_cast<float>(config_.repeat_penalty);
+  defaults_.context_size = engine->context_size();
+  defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
+  const Vocab& vocab = model.tokenizer().vocab();
+  chat_template_ = detect_chat_template(vocab.chat_template);
+  // A turn-end marker that is one token of the vocabulary stops by id (control tokens are
+  // not rendered into the text); otherwise it is a stop string.
+  for (const std::string& marker : chat_end_markers(chat_template_)) {
+    auto it = std::find(vocab.tokens.begin(), vocab.tokens.end(), marker);
+    if (it != vocab.tokens.end()) {
+      chat_stop_tokens_.push_back(static_cast<TokenId>(it - vocab.tokens.begin()));
+    } else {
+      chat_stop_strings_.push_back(marker);
+    }
+  }
+  engine_.store(engine);
+}
+
+void Api::set_draining() { draining_ = true; }
+
+Engine& Api::serving_engine() const {
+  Engine* engine = engine_.load();
+  if (draining_) {
+    ApiError e = make_error(503, "the server is shutting down", "draining");
+    e.retry_after_s = config_.retry_after_s;
+    throw ApiException(e);
+  }
+  if (!engine) {
+    ApiError e = make_error(503, "the model is still loading", "loading");
+    e.retry_after_s = config_.retry_after_s;
+    throw ApiException(e);
+  }
+  return *engine;
+}
+
+std::string Api::error_text(int status, const std::string& message) const {
+  return json_text(error_body(make_error(status, message)));
+}
+
+net::awaitable<void> Api::handle(HttpExchange& ex) {
+  RequestLog log;
+  const HttpRequest& req = ex.request();
+  log.method = std::string(req.method_string());
+  std::string_view target = view(req.target());
+  log.path = std::string(target.substr(0, target.find('?')));
+  if (draining_) ex.close_after();
+
+  std::optional<ApiError> error;
+  try {
+    co_await route(ex, log.path, log);
+  } catch (const ApiException& e) {
+    error = e.error();
+  } catch (const std::exception& e) {
+    error = make_error(500, std::string("internal error: ") + e.what(), "internal_error");
+  }
+  if (error) {
+    log.error = error->message;
+    if (ex.status() == 0) co_await send_error(ex, *error);
+  }
+  log.status = ex.status();
+  metrics_.record_request(find_route(log.path) ? log.path : "other", log.status);
+  if (config_.log_requests) std::cerr << log.line() + "\n";
+}
+
+net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, RequestLog& log) {
+  const Route* route = find_route(path);
+  if (!route) throw ApiException(make_error(404, "no route " + path, "not_found"));
+  if (ex.request().method() != route->method) {
+    ApiError e = make_error(405, concat(path, " accepts ", http::to_string(route->method), " only"),
+                            "method_not_allowed");
+    // A named vector: GCC 12 mishandles initializer-list temporaries inside co_await.
+    std::vector<std::pair<std::string, std::string>> allow;
+    allow.emplace_back("Allow", std::string(http::to_string(route->method)));
+    co_await ex.send(405, "application/json", json_text(error_body(e)), allow);
+    co_return;
+  }
+  if (!config_.api_key.empty() && path != "/health") {
+    auto it = ex.request().find(http::field::authorization);
+    std::string_view given = it == ex.request().end() ? std::string_view() : view(it->value());
+    if (!bearer_matches(given, config_.api_key)) {
+      throw ApiException(make_error(401, "missing or wrong API key (Authorization: Bearer ...)",
+                                    "invalid_api_key"));
+    }
+  }
+  if (path == "/health") {
+    co_await health(ex);
+  } else if (path == "/metrics") {
+    Engine* engine = engine_.load();
+    co_await ex.send(200, "text/plain; version=0.0.4",
+                     metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr,
+                                     draining_));
+  } else if (path == "/v1/models") {
+    co_await models(ex);
+  } else if (path == "/generate") {
+    co_await generation(ex, ApiFlavor::Generate, log);
+  } else if (path == "/v1/completions") {
+    co_await generation(ex, ApiFlavor::Completions, log);
+  } else if (path == "/v1/chat/completions") {
+    co_await generation(ex, ApiFlavor::Chat, log);
+  } else if (path == "/tokenize") {
+    co_await tokenize(ex);
+  } else if (path == "/detokenize") {
+    co_await detokenize(ex);
+  }
+}
+
+net::awaitable<void> Api::health(HttpExchange& ex) {
+  const std::string status = draining_ ? "draining" : engine_.load() ? "ok" : "loading";
+  const int code = draining_ || !engine_.load() ? 503 : 200;
+  json body = {{"status", status}};
+  co_await ex.send(code, "application/json", json_text(body));
+}
+
+net::awaitable<void> Api::models(HttpExchange& ex) {
+  Engine& engine = serving_engine();
+  const ModelConfig& c = engine.model().config();
+  json model = {{"id", model_name_},
+                {"object", "model"},
+                {"created", 0},
+                {"owned_by", "k25"},
+                {"meta",
+                 {{"n_vocab", c.n_vocab},
+                  {"n_ctx", engine.context_size()},
+                  {"n_ctx_train", c.context_length},
+                  {"n_embd", c.dim},
+                  {"n_layer", c.n_layers},
+                  {"chat_template", chat_template_name(chat_template_)}}}};
+  json body = {{"object", "list"}, {"data", json::array({model})}};
+  co_await ex.send(200, "application/json", json_text(body));
+}
+
+net::awaitable<void> Api::tokenize(HttpExchange& ex) {
+  Engine& engine = serving_engine();
+  TokenizeRequest req = parse_tokenize_body(ex.request().body());
+  std::vector<TokenId> ids = engine.model().tokenizer().encode(req.content, req.add_special, true);
+  json body = {{"tokens", ids}};
+  co_await ex.send(200, "application/json", json_text(body));
+}
+
+net::awaitable<void> Api::detokenize(HttpExchange& ex) {
+  Engine& engine = serving_engine();
+  const Tokenizer& tokenizer = engine.model().tokenizer();
+  std::vector<int32_t> ids = parse_detokenize_body(ex.request().body(), tokenizer.n_vocab());
+  json body = {{"content", tokenizer.decode(ids, false)}};
+  co_await ex.send(200, "application/json", json_text(body));
+}
+
+}  // namespace k25

@@ -1,0 +1,59 @@
+// The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/models, /health,
+// /metrics, /tokenize, /detokenize), authentication, errors in OpenAI's shape, one log line per
+// request. Talks to the engine only through submit / events / cancel.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "server/chat_template.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "server/metrics.h"
+#include "server/request_parsing.h"
+
+namespace k25 {
+
+struct RequestLog;
+
+class Api {
+ public:
+  explicit Api(ServerConfig config);
+
+  // Once the model is loaded: requests are served from now on. `engine` must outlive every
+  // request (stop the HTTP server before destroying it).
+  void set_engine(Engine* engine);
+  // Shutting down: new generation requests get 503, connections close after their request.
+  void set_draining();
+  bool draining() const { return draining_; }
+
+  net::awaitable<void> handle(HttpExchange& exchange);
+  // Body of errors the HTTP layer produces itself (413, 400, 408, 431).
+  std::string error_text(int status, const std::string& message) const;
+
+ private:
+  net::awaitable<void> route(HttpExchange& ex, const std::string& path, RequestLog& log);
+  net::awaitable<void> generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log);
+  net::awaitable<void> health(HttpExchange& ex);
+  net::awaitable<void> models(HttpExchange& ex);
+  net::awaitable<void> tokenize(HttpExchange& ex);
+  net::awaitable<void> detokenize(HttpExchange& ex);
+  Engine& serving_engine() const;  // throws 503 while loading or draining
+
+  ServerConfig config_;
+  std::atomic<Engine*> engine_{nullptr};
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> next_response_id_{1};
+  HttpMetrics metrics_;
+  // Set once in set_engine, before engine_ is published.
+  std::string model_name_;
+  RequestDefaults defaults_;
+  ChatTemplate chat_template_ = ChatTemplate::Plain;
+  std::vector<TokenId> chat_stop_tokens_;
+  std::vector<std::string> chat_stop_strings_;
+};
+
+}  // namespace k25

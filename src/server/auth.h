@@ -1,0 +1,12 @@
+// Bearer-token check for --api-key / api_key_file.
+#pragma once
+
+#include <string_view>
+
+namespace k25 {
+
+// True when `authorization` is "Bearer <key>". The comparison takes the same time wherever the
+// first difference is, so response timing does not reveal a prefix of the key.
+bool bearer_matches(std::string_view authorization, std::string_view key);
+
+}  // namespace k25

@@ -1,0 +1,80 @@
+// k25-server configuration (R-CFG1): k25_config.yaml sections model, flash_scheduler, engine,
+// sampling and api_server; every key can also be set by a command-line flag, which wins.
+// Unknown keys and invalid values are rejected with a message naming the key.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace k25 {
+
+struct ServerConfig {
+  // model
+  std::string model_path;
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  // flash_scheduler (the KV tiers read the cache keys when they land)
+  int l1_cache_size = 128;
+  std::string l1_eviction_policy = "lru";
+  int l2_cache_shards = 8;
+  int l2_prefetch_distance = 2;
+  bool l3_enabled = false;
+  std::string l3_device;
+  int l3_page_size = 4096;
+  std::string l3_prefetcher = "lru-k";
+  int max_batch_size = 24;
+  int batch_timeout_ms = 10;
+  // engine
+  int threads = 0;             // 0: hardware concurrency
+  int context_size = 0;        // 0: the model's context length
+  int step_token_budget = 512; // tokens per forward call
+  int max_queue = 256;         // waiting requests before 429
+  // sampling defaults for fields a request leaves out
+  double temperature = 0.8;
+  double top_p = 0.95;
+  int top_k = 40;
+  double min_p = 0.05;
+  double repeat_penalty = 1.0;
+  int max_tokens = 128;
+  // api_server
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  bool enable_header_passthrough = true;
+  std::string api_key_file;
+  std::string api_key;  // flag only (--api-key); a key file is the way to keep it off `ps`
+  int64_t max_body_bytes = 1 << 20;
+  int read_timeout_s = 30;
+  int write_timeout_s = 30;
+  int idle_timeout_s = 60;  // keep-alive connections with no request for this long are closed
+  int io_threads = 2;
+  int shutdown_timeout_s = 30;
+  int retry_after_s = 1;
+  bool log_requests = true;
+};
+
+// One configuration key: "section.key", its flag and help, and how a text value is applied.
+struct ConfigKey {
+  std::string path;  // "api_server.port"
+  std::string flag;  // "--port"
+  std::string help;
+  // Parses and validates `value`, throws k25::Error naming the key when it is invalid.
+  std::function<void(ServerConfig&, const std::string& value)> apply;
+};
+
+const std::vector<ConfigKey>& config_keys();
+
+// Applies one "section.key" = text value; unknown keys and invalid values throw k25::Error.
+void set_config_value(ServerConfig& config, const std::string& path, const std::string& value);
+
+// Reads a YAML file with the sections above. Throws k25::Error (file, key and problem).
+void apply_config_file(ServerConfig& config, const std::string& yaml_path);
+// Same from YAML text (tests, and the file reader).
+void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
+                       const std::string& source_name);
+
+// Reads api_key_file into api_key when set (whitespace trimmed; an empty key is an error).
+void load_api_key(ServerConfig& config);
+
+}  // namespace k25

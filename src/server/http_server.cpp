@@ -1,0 +1,214 @@
+#include "server/http_server.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <iostream>
+
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+constexpr uint32_t kHeaderLimitBytes = 16 * 1024;
+auto with_ec(beast::error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
+}  // namespace
+
+template <class Message>
+void HttpExchange::prepare(Message& message, int status, std::string_view content_type) {
+  message.result(static_cast<unsigned>(status));
+  message.version(request_.version());
+  message.set(http::field::server, "k25");
+  message.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+  message.keep_alive(keep_alive());
+  status_ = status;
+}
+
+net::awaitable<void> HttpExchange::send(
+    int status, std::string_view content_type, std::string body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
+  http::response<http::string_body> res;
+  prepare(res, status, content_type);
+  for (const auto& [name, value] : headers) res.set(name, value);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  beast::error_code ec;
+  stream_.expires_after(write_timeout_);
+  co_await http::async_write(stream_, res, with_ec(ec));
+  if (ec) failed_ = true;
+}
+
+net::awaitable<bool> HttpExchange::start_stream(int status, std::string_view content_type) {
+  http::response<http::empty_body> res;
+  prepare(res, status, content_type);
+  res.set(http::field::cache_control, "no-cache");
+  res.chunked(true);
+  http::response_serializer<http::empty_body> serializer(res);
+  beast::error_code ec;
+  stream_.expires_after(write_timeout_);
+  co_await http::async_write_header(stream_, serializer, with_ec(ec));
+  if (ec) failed_ = true;
+  co_return !failed_;
+}
+
+net::awaitable<bool> HttpExchange::send_chunk(std::string_view data) {
+  if (failed_) co_return false;
+  if (data.empty()) co_return true;  // an empty chunk would end the body
+  beast::error_code ec;
+  stream_.expires_after(write_timeout_);
+  co_await net::async_write(stream_, http::make_chunk(net::const_buffer(data.data(), data.size())),
+                            with_ec(ec));
+  if (ec) failed_ = true;
+  co_return !failed_;
+}
+
+net::awaitable<bool> HttpExchange::end_stream() {
+  if (failed_) co_return false;
+  beast::error_code ec;
+  stream_.expires_after(write_timeout_);
+  co_await net::async_write(stream_, http::make_chunk_last(), with_ec(ec));
+  if (ec) failed_ = true;
+  co_return !failed_;
+}
+
+bool HttpExchange::peer_closed() const {
+  char byte;
+  ssize_t n = ::recv(const_cast<beast::tcp_stream&>(stream_).socket().native_handle(), &byte, 1,
+                     MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) return true;
+  return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpErrorBody error_body)
+    : options_(std::move(options)),
+      handler_(std::move(handler)),
+      error_body_(std::move(error_body)),
+      ioc_(options_.io_threads),
+      acceptor_(ioc_) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::start() {
+  beast::error_code ec;
+  auto address = net::ip::make_address(options_.host, ec);
+  if (ec) fail("api_server.host: '", options_.host, "' is not an IP address");
+  net::ip::tcp::endpoint endpoint(address, static_cast<unsigned short>(options_.port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) fail("cannot listen on ", options_.host, ":", options_.port, ": ", ec.message());
+  port_ = acceptor_.local_endpoint().port();
+  work_ = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
+      ioc_.get_executor());
+  net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
+  for (int i = 0; i < options_.io_threads; ++i) {
+    threads_.emplace_back([this] { ioc_.run(); });
+  }
+}
+
+void HttpServer::stop_accepting() {
+  net::post(acceptor_.get_executor(), [this] {
+    beast::error_code ec;
+    acceptor_.close(ec);
+  });
+}
+
+void HttpServer::stop() {
+  work_.reset();
+  ioc_.stop();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+net::awaitable<void> HttpServer::accept_loop() {
+  for (;;) {
+    // Each connection gets its own strand: its coroutine and every event posted to it are
+    // serialised, whatever thread runs them.
+    net::ip::tcp::socket socket(net::make_strand(ioc_));
+    beast::error_code ec;
+    co_await acceptor_.async_accept(socket, with_ec(ec));
+    if (ec) {
+      if (!acceptor_.is_open()) co_return;
+      continue;  // e.g. EMFILE: keep serving the connections we have
+    }
+    auto executor = socket.get_executor();
+    net::co_spawn(executor, session(std::move(socket)), [](std::exception_ptr e) {
+      if (!e) return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& ex) {
+        std::cerr << "{\"event\":\"connection_error\",\"message\":\"" << ex.what() << "\"}\n";
+      }
+    });
+  }
+}
+
+net::awaitable<void> HttpServer::session(net::ip::tcp::socket socket) {
+  ++connections_;
+  struct Counter {
+    std::atomic<int>& n;
+    ~Counter() { --n; }
+  } counter{connections_};
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(static_cast<uint64_t>(options_.max_body_bytes));
+    parser.header_limit(kHeaderLimitBytes);
+    beast::error_code ec;
+    stream.expires_after(options_.idle_timeout);
+    co_await http::async_read_header(stream, buffer, parser, with_ec(ec));
+    if (!ec) {
+      stream.expires_after(options_.read_timeout);
+      co_await http::async_read(stream, buffer, parser, with_ec(ec));
+    }
+    if (ec) {
+      // A request we cannot read gets one error answer (when the socket still works), then
+      // the connection closes: the rest of the byte stream cannot be trusted.
+      int status = 0;
+      std::string message;
+      if (ec == http::error::body_limit) {
+        status = 413;
+        message = concat("request body larger than ", options_.max_body_bytes, " bytes");
+      } else if (ec == http::error::header_limit) {
+        status = 431;
+        message = "request headers too large";
+      } else if (ec == beast::error::timeout && parser.got_some()) {
+        status = 408;
+        message = "request not received in time";
+      } else if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
+                 ec != net::error::eof && ec != net::error::connection_reset &&
+                 ec != net::error::operation_aborted && parser.got_some()) {
+        status = 400;
+        message = "malformed HTTP request: " + ec.message();
+      }
+      if (status != 0) {
+        http::response<http::string_body> res{static_cast<http::status>(status), 11};
+        res.set(http::field::server, "k25");
+        res.set(http::field::content_type, "application/json");
+        res.keep_alive(false);
+        res.body() = error_body_(status, message);
+        res.prepare_payload();
+        stream.expires_after(options_.write_timeout);
+        co_await http::async_write(stream, res, with_ec(ec));
+      }
+      break;
+    }
+    HttpRequest& request = parser.get();
+    HttpExchange exchange(stream, request, options_.write_timeout);
+    ++in_flight_;
+    try {
+      co_await handler_(exchange);
+    } catch (...) {
+      --in_flight_;
+      throw;
+    }
+    --in_flight_;
+    if (!exchange.keep_alive()) break;
+  }
+  beast::error_code ec;
+  stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+}
+
+}  // namespace k25

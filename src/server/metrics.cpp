@@ -1,0 +1,81 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+#include "engine/request.h"
+
+namespace k25 {
+
+namespace {
+
+void header(std::ostringstream& out, const char* name, const char* type, const char* help) {
+  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+}
+
+void histogram(std::ostringstream& out, const char* name, const char* help, const Histogram& h) {
+  header(out, name, "histogram", help);
+  Histogram::Snapshot s = h.snapshot();
+  for (size_t i = 0; i < s.upper_bounds.size(); ++i) {
+    out << name << "_bucket{le=\"" << s.upper_bounds[i] << "\"} " << s.cumulative_counts[i] << '\n';
+  }
+  out << name << "_bucket{le=\"+Inf\"} " << s.count << '\n';
+  out << name << "_sum " << s.sum << '\n';
+  out << name << "_count " << s.count << '\n';
+}
+
+}  // namespace
+
+void HttpMetrics::record_request(const std::string& endpoint, int status) {
+  std::lock_guard lock(mutex_);
+  ++requests_[{endpoint, status}];
+}
+
+std::string render_engine_metrics(const EngineStats& e) {
+  std::ostringstream out;
+  header(out, "k25_requests_running", "gauge", "Requests holding a sequence slot.");
+  out << "k25_requests_running " << e.requests_running.load() << '\n';
+  header(out, "k25_requests_waiting", "gauge", "Requests queued for a sequence slot.");
+  out << "k25_requests_waiting " << e.requests_waiting.load() << '\n';
+  header(out, "k25_requests_finished_total", "counter", "Finished generation requests by reason.");
+  for (FinishReason r : {FinishReason::Stop, FinishReason::Length, FinishReason::Cancelled,
+                         FinishReason::Error}) {
+    out << "k25_requests_finished_total{reason=\"" << finish_reason_name(r) << "\"} "
+        << e.requests_finished[static_cast<int>(r)].load() << '\n';
+  }
+  header(out, "k25_prompt_tokens_total", "counter", "Prompt tokens admitted.");
+  out << "k25_prompt_tokens_total " << e.prompt_tokens.load() << '\n';
+  header(out, "k25_completion_tokens_total", "counter", "Tokens generated.");
+  out << "k25_completion_tokens_total " << e.completion_tokens.load() << '\n';
+  header(out, "k25_forward_calls_total", "counter", "Batched forward passes run.");
+  out << "k25_forward_calls_total " << e.forward_calls.load() << '\n';
+  header(out, "k25_kv_cache_bytes_used", "gauge", "KV cache bytes held, by tier.");
+  out << "k25_kv_cache_bytes_used{tier=\"l2\"} " << e.kv_bytes_used.load() << '\n';
+  histogram(out, "k25_time_to_first_token_seconds", "Submit to first generated token.",
+            e.ttft_seconds);
+  histogram(out, "k25_inter_token_latency_seconds", "Time between consecutive tokens of a request.",
+            e.inter_token_seconds);
+  histogram(out, "k25_request_duration_seconds", "Submit to finish of generation requests.",
+            e.request_seconds);
+  return out.str();
+}
+
+std::string HttpMetrics::render(const EngineStats* engine, bool ready, bool draining) const {
+  std::ostringstream out;
+  header(out, "k25_ready", "gauge", "1 when the model is loaded and requests are served.");
+  out << "k25_ready " << (ready && !draining ? 1 : 0) << '\n';
+  header(out, "k25_draining", "gauge", "1 while shutting down.");
+  out << "k25_draining " << (draining ? 1 : 0) << '\n';
+  header(out, "k25_http_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, count] : requests_) {
+      out << "k25_http_requests_total{endpoint=\"" << key.first << "\",status=\"" << key.second
+          << "\"} " << count << '\n';
+    }
+  }
+  std::string text = out.str();
+  if (engine) text += render_engine_metrics(*engine);
+  return text;
+}
+
+}  // namespace k25

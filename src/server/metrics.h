@@ -1,0 +1,29 @@
+// /metrics in the Prometheus text format (version 0.0.4): HTTP request counts kept here, the
+// engine's counters and histograms read from EngineStats.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "engine/engine_stats.h"
+
+namespace k25 {
+
+class HttpMetrics {
+ public:
+  void record_request(const std::string& endpoint, int status);
+  // Text for /metrics; `engine` may be null while the model loads.
+  std::string render(const EngineStats* engine, bool ready, bool draining) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) → count
+};
+
+// The engine's part alone (also what k25_metrics() returns).
+std::string render_engine_metrics(const EngineStats& engine);
+
+}  // namespace k25

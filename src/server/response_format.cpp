@@ -1,0 +1,161 @@
+#include "server/response_format.h"
+
+namespace k25 {
+
+using nlohmann::json;
+
+std::string json_text(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_event(const json& payload) { return "data: " + json_text(payload) + "\n\n"; }
+
+namespace {
+
+json bytes_of(const std::string& s) {
+  json bytes = json::array();
+  for (unsigned char c : s) bytes.push_back(c);
+  return bytes;
+}
+
+json completion_logprobs(const std::vector<TokenLogprobEntry>& entries, size_t text_offset) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const TokenLogprobEntry& e : entries) {
+    tokens.push_back(e.piece);
+    token_logprobs.push_back(e.logprob);
+    json alternatives = json::object();
+    for (const auto& [piece, lp] : e.top) alternatives[piece] = lp;
+    top.push_back(alternatives);
+    offsets.push_back(text_offset);
+    text_offset += e.piece.size();
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json chat_logprobs(const std::vector<TokenLogprobEntry>& entries) {
+  json content = json::array();
+  for (const TokenLogprobEntry& e : entries) {
+    json top = json::array();
+    for (const auto& [piece, lp] : e.top) {
+      top.push_back({{"token", piece}, {"logprob", lp}, {"bytes", bytes_of(piece)}});
+    }
+    content.push_back({{"token", e.piece},
+                       {"logprob", e.logprob},
+                       {"bytes", bytes_of(e.piece)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+json usage(const GenerationOutcome& o) {
+  return {{"prompt_tokens", o.prompt_tokens},
+          {"completion_tokens", o.completion_tokens},
+          {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+}
+
+json flash(const FlashHints& hints) {
+  return {{"domain", hints.domain},
+          {"level", 0},
+          {"skipped_blocks", json::array()},
+          {"skipped_heads", json::array()},
+          {"priority", sla_priority(hints.sla)}};
+}
+
+json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
+  return {{"finish_reason", finish_reason_name(o.finish_reason)},
+          {"usage", {{"prompt_tokens", o.prompt_tokens}, {"completion_tokens", o.completion_tokens}}},
+          {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
+          {"flash", flash(ctx.hints)}};
+}
+
+json openai_envelope(const ResponseContext& ctx, const char* object) {
+  return {{"id", ctx.id}, {"object", object}, {"created", ctx.created}, {"model", ctx.model}};
+}
+
+const char* chunk_object(ApiFlavor flavor) {
+  return flavor == ApiFlavor::Chat ? "chat.completion.chunk" : "text_completion";
+}
+
+}  // namespace
+
+json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
+  if (ctx.flavor == ApiFlavor::Generate) {
+    json out = generate_summary(ctx, o);
+    out["text"] = o.text;
+    return out;
+  }
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}};
+  json out;
+  if (ctx.flavor == ApiFlavor::Chat) {
+    out = openai_envelope(ctx, "chat.completion");
+    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+    choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
+  } else {
+    out = openai_envelope(ctx, "text_completion");
+    choice["text"] = o.text;
+    choice["logprobs"] = o.want_logprobs ? completion_logprobs(o.logprobs, 0) : json();
+  }
+  out["choices"] = json::array({choice});
+  out["usage"] = usage(o);
+  return out;
+}
+
+json stream_start_chunk(const ResponseContext& ctx) {
+  if (ctx.flavor != ApiFlavor::Chat) return json();
+  json out = openai_envelope(ctx, "chat.completion.chunk");
+  out["choices"] = json::array(
+      {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
+        {"finish_reason", nullptr}}});
+  if (ctx.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
+                       const std::vector<TokenLogprobEntry>* logprobs) {
+  if (ctx.flavor == ApiFlavor::Generate) return {{"text", text}};
+  json out = openai_envelope(ctx, chunk_object(ctx.flavor));
+  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  if (ctx.flavor == ApiFlavor::Chat) {
+    choice["delta"] = {{"content", text}};
+    choice["logprobs"] = logprobs ? chat_logprobs(*logprobs) : json();
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = logprobs ? completion_logprobs(*logprobs, 0) : json();
+  }
+  out["choices"] = json::array({choice});
+  if (ctx.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
+std::vector<json> stream_final_chunks(const ResponseContext& ctx, const GenerationOutcome& o) {
+  if (ctx.flavor == ApiFlavor::Generate) {
+    json last = generate_summary(ctx, o);
+    last["text"] = "";
+    return {last};
+  }
+  std::vector<json> chunks;
+  json out = openai_envelope(ctx, chunk_object(ctx.flavor));
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)},
+                 {"logprobs", nullptr}};
+  if (ctx.flavor == ApiFlavor::Chat) {
+    choice["delta"] = json::object();
+  } else {
+    choice["text"] = "";
+  }
+  out["choices"] = json::array({choice});
+  if (ctx.include_usage) out["usage"] = nullptr;
+  chunks.push_back(out);
+  if (ctx.include_usage) {
+    json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
+    tail["choices"] = json::array();
+    tail["usage"] = usage(o);
+    chunks.push_back(tail);
+  }
+  return chunks;
+}
+
+}  // namespace k25

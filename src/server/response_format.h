@@ -1,0 +1,61 @@
+// JSON shapes of generation responses: /generate (R-API1) and OpenAI's completions and chat
+// completions, whole or as server-sent-event chunks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "server/flash_headers.h"
+#include "server/request_parsing.h"
+
+namespace k25 {
+
+// One generated token with its logprobs, token texts already looked up.
+struct TokenLogprobEntry {
+  std::string piece;
+  float logprob = 0;
+  std::vector<std::pair<std::string, float>> top;
+};
+
+// Everything a response says about the request beside the generated text.
+struct ResponseContext {
+  ApiFlavor flavor = ApiFlavor::Generate;
+  std::string id;  // "cmpl-…" / "chatcmpl-…"
+  int64_t created = 0;
+  std::string model;
+  FlashHints hints;
+  bool include_usage = false;
+};
+
+struct GenerationOutcome {
+  std::string text;
+  std::vector<TokenLogprobEntry> logprobs;
+  bool want_logprobs = false;
+  FinishReason finish_reason = FinishReason::Stop;
+  int prompt_tokens = 0;
+  int completion_tokens = 0;
+  double ttft_ms = 0;
+  double total_ms = 0;
+};
+
+// The whole response of a non-streaming request.
+nlohmann::json full_response(const ResponseContext& ctx, const GenerationOutcome& outcome);
+
+// Streaming: the first chunk (chat sends the assistant role; others nothing → null json).
+nlohmann::json stream_start_chunk(const ResponseContext& ctx);
+// A chunk carrying new text (and the logprobs of the tokens behind it, when asked for).
+nlohmann::json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
+                                 const std::vector<TokenLogprobEntry>* logprobs);
+// The last chunk(s): finish reason, then usage when asked for (OpenAI) or the R-API1 summary.
+std::vector<nlohmann::json> stream_final_chunks(const ResponseContext& ctx,
+                                                const GenerationOutcome& outcome);
+
+// "data: <json>\n\n" with invalid UTF-8 replaced (it cannot occur, but JSON must stay valid).
+std::string sse_event(const nlohmann::json& payload);
+std::string json_text(const nlohmann::json& value);
+
+}  // namespace k25

@@ -1,0 +1,130 @@
+// k25-run as a user runs it: real binaries, real files, exit codes and output.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/gguf.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kShared = K25_SHARED_DIR;
+const std::string kRun = std::string(K25_BIN_DIR) + "/k25-run";
+
+struct Output {
+  int status;
+  std::string out, err;
+};
+
+Output run(const std::string& args) {
+  const fs::path err_file = fs::temp_directory_path() / ("k25_run_err_" + std::to_string(::getpid()));
+  const std::string cmd = kRun + " " + args + " 2>" + err_file.string();
+  Output o;
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf;
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) o.out.append(buf.data(), n);
+  o.status = ::pclose(pipe);
+  std::ifstream in(err_file);
+  std::ostringstream s;
+  s << in.rdbuf();
+  o.err = s.str();
+  fs::remove(err_file);
+  return o;
+}
+
+class K25Run : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!fs::exists(kShared)) GTEST_SKIP() << "../shared is absent: k25-run tests SKIPPED";
+    dir_ = fs::temp_directory_path() / ("k25_run_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string model(const std::string& name) { return kShared + "/models/" + name; }
+  fs::path dir_;
+};
+
+TEST_F(K25Run, GreedyGenerateJsonMatchesReferenceText) {
+  Output o = run("generate -m " + model("stories260K.gguf") +
+                 " -p 'Once upon a time' -n 64 --temp 0 -t 1 --json");
+  ASSERT_EQ(o.status, 0) << o.err;
+  json j = json::parse(o.out);
+  EXPECT_EQ(j["prompt_tokens"], json::parse("[1,403,407,261,378]"));
+  EXPECT_EQ(j["tokens"].size(), 64u);
+  EXPECT_EQ(j["text"].get<std::string>().substr(0, 48), ", there was a little girl named Lily. She loved ");
+  EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
+}
+
+TEST_F(K25Run, SeededSamplingIsReproducible) {
+  const std::string args = "generate -m " + model("stories260K-q8_0.gguf") +
+                           " -p 'Lily and Ben' -n 32 --temp 1.0 --top-k 40 --top-p 0.9 --seed 7 --json";
+  Output a = run(args), b = run(args);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(json::parse(a.out)["tokens"], json::parse(b.out)["tokens"]);
+}
+
+TEST_F(K25Run, PerplexityPrintsLlamaCppFinalLine) {
+  Output o = run("perplexity -m " + model("stories260K.gguf") + " -f " + kShared +
+                 "/data/stories-sample.txt -c 128 -t 2");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("Final estimate: PPL = 4.23"), std::string::npos) << o.out;
+}
+
+TEST_F(K25Run, TokenizeWorksOnVocabOnlyGguf) {
+  Output o = run("tokenize -m " + kShared +
+                 "/tokenizers/llamacpp-vocab/ggml-vocab-llama-spm.gguf -p 'Hello world' --no-bos");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_EQ(json::parse(o.out), json::parse("[15043, 3186]"));
+}
+
+TEST_F(K25Run, LogitsDumpHasTopKPerPosition) {
+  Output o = run("logits -m " + model("stories260K.gguf") + " -p 'Once upon' --top 3");
+  ASSERT_EQ(o.status, 0) << o.err;
+  json j = json::parse(o.out);
+  ASSERT_EQ(j["logits"].size(), j["prompt_tokens"].size());
+  for (const json& p : j["logits"]) {
+    ASSERT_EQ(p["top"].size(), 3u);
+    EXPECT_GE(p["top"][0][1].get<double>(), p["top"][1][1].get<double>());
+  }
+}
+
+// Every bad input ends with one "error: ..." line on stderr and a non-zero exit.
+void expect_clean_failure(const Output& o, const std::string& needle) {
+  EXPECT_NE(o.status, 0);
+  EXPECT_EQ(o.err.rfind("error: ", 0), 0u) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
+}
+
+TEST_F(K25Run, BadModelFilesFailWithOneClearLine) {
+  std::ifstream in(model("stories260K.gguf"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+
+  const fs::path truncated = dir_ / "truncated.gguf";
+  std::ofstream(truncated, std::ios::binary).write(bytes.data(), bytes.size() / 2);
+  expect_clean_failure(run("generate -m " + truncated.string() + " -p hi"), "truncated.gguf");
+
+  const fs::path corrupt = dir_ / "corrupt.gguf";
+  std::string bad = bytes;
+  bad[0] = 'X';
+  std::ofstream(corrupt, std::ios::binary).write(bad.data(), bad.size());
+  expect_clean_failure(run("generate -m " + corrupt.string() + " -p hi"), "corrupt.gguf");
+
+  k25::GgufWriter arch;
+  arch.set_string("general.architecture", "gpt2");
+  const fs::path wrong_arch = dir_ / "gpt2.gguf";
+  arch.write(wrong_arch.string());
+  expect_clean_failure(run("generate -m " + wrong_arch.string() + " -p hi"), "gpt2");
+
+  expect_clean_failure(run("generate -m " + (dir_ / "missing.gguf").string() + " -p hi"),
+                       "missing.gguf");
+}
+
+}  // namespace

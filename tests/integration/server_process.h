@@ -1,0 +1,243 @@
+// Test helpers: start build/bin/k25-server on 127.0.0.1 with a free port, talk HTTP to it with
+// Boost.Beast, stop it with a signal and collect its exit status.
+#pragma once
+
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/asio.h"
+
+namespace k25::testing {
+
+using tcp = net::ip::tcp;
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline void raise_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+struct HttpResult {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+};
+
+// One request on a fresh connection (Connection: close).
+inline HttpResult http_call(int port, const std::string& method, const std::string& target,
+                            const std::string& body = "",
+                            const std::map<std::string, std::string>& headers = {}) {
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  stream.expires_after(std::chrono::seconds(60));
+  http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::connection, "close");
+  if (!body.empty()) req.set(http::field::content_type, "application/json");
+  for (const auto& [k, v] : headers) req.set(k, v);
+  req.body() = body;
+  req.prepare_payload();
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(1 << 26);
+  http::read(stream, buffer, parser);
+  HttpResult out;
+  out.status = static_cast<int>(parser.get().result_int());
+  for (const auto& field : parser.get()) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out.headers[name] = std::string(field.value());
+  }
+  out.body = parser.get().body();
+  beast::error_code ec;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  return out;
+}
+
+// The JSON payloads of an SSE body ("data: ..." lines), "[DONE]" included as a string.
+inline std::vector<std::string> sse_data(const std::string& body) {
+  std::vector<std::string> out;
+  std::istringstream in(body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("data: ", 0) == 0) out.push_back(line.substr(6));
+  }
+  return out;
+}
+
+class ServerProcess {
+ public:
+  // Starts k25-server with `args` (plus --host 127.0.0.1 --port 0) and waits until /health
+  // answers 200. Throws on failure.
+  explicit ServerProcess(std::vector<std::string> args) {
+    log_path_ = std::string("/tmp/k25_server_test_") + std::to_string(getpid()) + "_" +
+                std::to_string(counter()++) + ".log";
+    args.insert(args.begin(), std::string(K25_BIN_DIR) + "/k25-server");
+    args.insert(args.end(), {"--host", "127.0.0.1", "--port", "0"});
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* log = std::fopen(log_path_.c_str(), "w");
+      dup2(fileno(log), 2);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::regex port_re("\"event\":\"listening\".*\"port\":([0-9]+)");
+    while (port_ == 0) {
+      std::smatch m;
+      std::string log = read_file(log_path_);
+      if (std::regex_search(log, m, port_re)) port_ = std::stoi(m[1]);
+      check_alive_until(deadline);
+    }
+    for (;;) {
+      try {
+        if (http_call(port_, "GET", "/health").status == 200) break;
+      } catch (const std::exception&) {
+      }
+      check_alive_until(deadline);
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0 && !exit_status_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  std::string log() const { return read_file(log_path_); }
+  void signal(int sig) { kill(pid_, sig); }
+  // Waits (up to `limit`) for the process to exit; its exit code, or -1 (killed/timeout).
+  int wait_exit(std::chrono::seconds limit = std::chrono::seconds(60)) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!exit_status_) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return *exit_status_;
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  void check_alive_until(std::chrono::steady_clock::time_point deadline) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      throw std::runtime_error("k25-server exited during start: " + log());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("k25-server did not become ready: " + log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string log_path_;
+  std::optional<int> exit_status_;
+};
+
+// Runs a command, returns (exit code, stdout).
+inline std::pair<int, std::string> run_command(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return {-1, ""};
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace k25::testing
+
+namespace k25::testing {
+
+// A streaming request read piece by piece, so a test can act in the middle of the stream.
+class StreamingCall {
+ public:
+  StreamingCall(int port, const std::string& target, const std::string& body) : stream_(ioc_) {
+    stream_.connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+    stream_.expires_after(std::chrono::seconds(120));
+    http::request<http::string_body> req{http::verb::post, target, 11};
+    req.set(http::field::host, "127.0.0.1");
+    req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(stream_, req);
+    parser_.body_limit(1 << 26);
+    http::read_header(stream_, buffer_, parser_);
+  }
+  int status() { return static_cast<int>(parser_.get().result_int()); }
+  // Reads until the body contains `needle` or the response ends; false if it ended first.
+  bool read_until(const std::string& needle) {
+    while (parser_.get().body().find(needle) == std::string::npos) {
+      if (parser_.is_done()) return false;
+      beast::error_code ec;
+      http::read_some(stream_, buffer_, parser_, ec);
+      if (ec) return false;
+    }
+    return true;
+  }
+  // Reads to the end of the response; true when it ended cleanly (last chunk received).
+  bool read_to_end() {
+    while (!parser_.is_done()) {
+      beast::error_code ec;
+      http::read_some(stream_, buffer_, parser_, ec);
+      if (ec) return false;
+    }
+    return true;
+  }
+  const std::string& body() { return parser_.get().body(); }
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.socket().close(ec);
+  }
+
+ private:
+  net::io_context ioc_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  http::response_parser<http::string_body> parser_;
+};
+
+}  // namespace k25::testing

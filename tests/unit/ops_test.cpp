@@ -1,0 +1,124 @@
+// Element-wise kernels against double-precision references, for lengths around the vector
+// widths (so both the vector body and the scalar tail run), and the edge values attention uses
+// (-inf scores from masking, large magnitudes in silu).
+#include "kernels/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace k25 {
+namespace {
+
+std::vector<float> random_vec(int n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+const int kLengths[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 100, 172, 2048};
+
+TEST(OpsTest, Rmsnorm) {
+  for (int n : kLengths) {
+    const auto x = random_vec(n, n, 3.0f);
+    const auto w = random_vec(n, n + 1);
+    std::vector<float> out(n);
+    rmsnorm(out.data(), x.data(), w.data(), n, 1e-5f);
+    double ss = 0;
+    for (float v : x) ss += double{v} * v;
+    const double scale = 1.0 / std::sqrt(ss / n + 1e-5);
+    for (int i = 0; i < n; ++i) {
+      ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-6 * std::fabs(x[i] * scale * w[i]) + 1e-7)
+          << n << " " << i;
+    }
+    // In place (out == x) is allowed.
+    auto y = x;
+    rmsnorm(y.data(), y.data(), w.data(), n, 1e-5f);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(y[i], out[i]);
+  }
+}
+
+TEST(OpsTest, Softmax) {
+  for (int n : kLengths) {
+    auto x = random_vec(n, n, 5.0f);
+    const auto orig = x;
+    softmax(x.data(), n);
+    double mx = -INFINITY;
+    for (float v : orig) mx = std::fmax(mx, v);
+    double sum = 0;
+    for (float v : orig) sum += std::exp(double{v} - mx);
+    double total = 0;
+    for (int i = 0; i < n; ++i) {
+      const double ref = std::exp(double{orig[i]} - mx) / sum;
+      ASSERT_NEAR(x[i], ref, 2e-6 * ref + 1e-12) << n << " " << i;
+      total += x[i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
+}
+
+TEST(OpsTest, SoftmaxWithMaskedEntriesAndExtremes) {
+  std::vector<float> x(19, -INFINITY);
+  x[3] = 0.0f;
+  x[11] = 0.0f;
+  x[18] = -200.0f;
+  softmax(x.data(), 19);
+  for (int i = 0; i < 19; ++i) EXPECT_EQ(x[i], (i == 3 || i == 11) ? 0.5f : 0.0f) << i;
+  std::vector<float> big = {1000.0f, 999.0f, -1000.0f, 1000.0f, 0, 0, 0, 0, 0};
+  softmax(big.data(), 9);
+  const float e1 = std::exp(-1.0f);
+  EXPECT_NEAR(big[0], 1.0f / (2.0f + e1), 1e-6f);
+  EXPECT_NEAR(big[1], e1 / (2.0f + e1), 1e-6f);
+  EXPECT_EQ(big[2], 0.0f);
+  EXPECT_EQ(big[8], 0.0f);
+}
+
+TEST(OpsTest, SiluMul) {
+  for (int n : kLengths) {
+    auto a = random_vec(n, n, 4.0f);
+    if (n > 4) {
+      a[0] = 100.0f;
+      a[1] = -100.0f;
+      a[2] = -1000.0f;
+      a[3] = 89.0f;
+    }
+    const auto b = random_vec(n, n + 7);
+    const auto orig = a;
+    silu_mul(a.data(), b.data(), n);
+    for (int i = 0; i < n; ++i) {
+      const double v = orig[i];
+      const double ref = v / (1.0 + std::exp(-v)) * b[i];
+      ASSERT_NEAR(a[i], ref, 2e-6 * std::fabs(ref) + 1e-30) << n << " " << i;
+    }
+  }
+}
+
+TEST(OpsTest, AddDotAxpy) {
+  for (int n : kLengths) {
+    const auto a = random_vec(n, n);
+    const auto b = random_vec(n, n + 3);
+    auto c = a;
+    add_inplace(c.data(), b.data(), n);
+    for (int i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i]);
+
+    double ref = 0, mag = 0;
+    for (int i = 0; i < n; ++i) {
+      ref += double{a[i]} * b[i];
+      mag += std::fabs(double{a[i]} * b[i]);
+    }
+    ASSERT_NEAR(dot_f32(a.data(), b.data(), n), ref, 1e-6 * mag) << n;
+
+    auto d = a;
+    axpy(d.data(), 0.37f, b.data(), n);
+    for (int i = 0; i < n; ++i)
+      ASSERT_NEAR(d[i], a[i] + 0.37f * b[i], 1e-6f * (std::fabs(a[i]) + std::fabs(b[i]))) << i;
+  }
+  EXPECT_EQ(dot_f32(nullptr, nullptr, 0), 0.0f);
+}
+
+}  // namespace
+}  // namespace k25

@@ -1,0 +1,142 @@
+// k25-server: loads a model in the background (GET /health says 503 until then), serves the HTTP
+// API, and on SIGTERM/SIGINT drains: stops accepting, lets in-flight requests finish within
+// api_server.shutdown_timeout_s, cancels the rest, exits 0.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "engine/engine.h"
+#include "server/api.h"
+#include "server/command_line.h"
+#include "server/http_server.h"
+#include "util/error.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void log_event(const std::string& json_fields) {
+  std::cerr << "{\"event\":" + json_fields + "}\n";
+}
+
+// Many keep-alive clients need many descriptors; take what the hard limit allows.
+void raise_file_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+template <class Done>
+bool wait_until(Done done, Clock::time_point deadline) {
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+int run(const k25::ServerConfig& config) {
+  if (config.model_path.empty()) {
+    k25::fail("no model: set model.path in the config file or pass --model PATH");
+  }
+  raise_file_limit();
+  // Signals are taken by sigwait() in this thread only; every thread started below inherits
+  // the blocked mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGUSR1);  // sent by the loader when the model cannot be loaded
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  k25::Api api(config);
+  k25::HttpServerOptions http;
+  http.host = config.host;
+  http.port = config.port;
+  http.max_body_bytes = config.max_body_bytes;
+  http.read_timeout = std::chrono::seconds(config.read_timeout_s);
+  http.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
+  http.write_timeout = std::chrono::seconds(config.write_timeout_s);
+  http.io_threads = config.io_threads;
+  k25::HttpServer server(
+      http, [&api](k25::HttpExchange& ex) { return api.handle(ex); },
+      [&api](int status, const std::string& message) { return api.error_text(status, message); });
+  server.start();
+  log_event(k25::concat("\"listening\",\"host\":\"", config.host, "\",\"port\":", server.port()));
+
+  std::unique_ptr<k25::Model> model;
+  std::unique_ptr<k25::Engine> engine;
+  std::string load_error;
+  std::thread loader([&] {
+    try {
+      auto start = Clock::now();
+      model = k25::Model::load(config.model_path);
+      k25::EngineOptions options;
+      options.n_threads = config.threads;
+      options.max_batch_size = config.max_batch_size;
+      options.max_queue = config.max_queue;
+      options.context_size = config.context_size;
+      options.step_token_budget = config.step_token_budget;
+      engine = std::make_unique<k25::Engine>(*model, options);
+      api.set_engine(engine.get());
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+      log_event(k25::concat("\"ready\",\"model\":\"", config.model_path, "\",\"load_ms\":", ms,
+                            ",\"context_size\":", engine->context_size()));
+    } catch (const std::exception& e) {
+      load_error = e.what();
+      kill(getpid(), SIGUSR1);
+    }
+  });
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  if (signal_number == SIGUSR1) {
+    loader.join();
+    server.stop();
+    std::cerr << "error: " << load_error << "\n";
+    return 1;
+  }
+  log_event(k25::concat("\"draining\",\"signal\":", signal_number,
+                        ",\"shutdown_timeout_s\":", config.shutdown_timeout_s));
+  api.set_draining();
+  server.stop_accepting();
+  loader.join();  // a model still loading finishes loading; nothing is served from it
+  const auto deadline = Clock::now() + std::chrono::seconds(config.shutdown_timeout_s);
+  bool finished = wait_until(
+      [&] { return (!engine || engine->n_active() == 0) && server.n_in_flight() == 0; }, deadline);
+  if (!finished && engine) {
+    log_event(k25::concat("\"cancelling\",\"requests\":", engine->n_active()));
+    engine->cancel_all();
+    // Cancelled streams still send their last chunk; give them a moment.
+    wait_until([&] { return server.n_in_flight() == 0; }, Clock::now() + std::chrono::seconds(5));
+  }
+  server.stop();
+  if (engine) engine->shutdown();
+  log_event("\"stopped\"");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    k25::CommandLine command_line = k25::parse_server_command_line(argc, argv);
+    if (command_line.exit_code) {
+      (*command_line.exit_code == 0 ? std::cout : std::cerr) << command_line.output;
+      return *command_line.exit_code;
+    }
+    return run(command_line.config);
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
