@@ -35,8 +35,10 @@ fuzz-test:
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 	bash scripts/run-fuzzers.sh build-fuzz/bin
 
+# PEER: a llama.cpp build/bin folder to compare against (skipped when absent).
+PEER ?= ../peer/llama.cpp/build/bin
 bench: build
-	bash bench/run.sh
+	bash bench/run.sh --bin $(BUILD)/bin --peer $(PEER)
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')

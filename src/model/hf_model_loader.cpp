@@ -1,6 +1,5 @@
 // Builds a ModelConfig and weight views from a Hugging Face directory: config.json,
-// model.safetensors (or sharded), tokenizer.json. Hugging Face keeps Llama's Q/K rows in the
-// "rotate half" order, so these models use the neox RoPE pairing, with no weight permutation.
+// model.safetensors (or sharded), tokenizer.json.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,9 +61,27 @@ ModelConfig read_config(const json& cfg, const std::string& path) {
   c.rope_dim = c.head_dim;
   c.rope_theta = cfg.value("rope_theta", 10000.0f);
   c.rms_eps = cfg.value("rms_norm_eps", 1e-5f);
-  c.rope_neox = true;
+  c.rope_neox = c.arch == Arch::Qwen2;  // as in GGUF; Llama Q/K rows are reordered at load
   c.tied_output = cfg.value("tie_word_embeddings", false);
   return c;
+}
+
+// Hugging Face keeps each Llama head's Q/K rows in "rotate half" order (row j*half + i holds
+// pair element j of rotation i); GGUF interleaves them (row 2i + j). Rewriting the rows once at
+// load lets both formats run the same RoPE and give bit-identical results.
+TensorView interleave_rope_rows(const TensorView& t, int head_dim, std::vector<uint8_t>& storage) {
+  const size_t row = t.bytes / t.n_rows();
+  const int64_t half = head_dim / 2;
+  storage.resize(t.bytes);
+  const auto* src = static_cast<const uint8_t*>(t.data);
+  for (int64_t r = 0; r < t.n_rows(); ++r) {
+    const int64_t head = r / head_dim, within = r % head_dim;
+    const int64_t hf_row = head * head_dim + (within % 2) * half + within / 2;
+    std::copy(src + hf_row * row, src + (hf_row + 1) * row, storage.data() + r * row);
+  }
+  TensorView out = t;
+  out.data = storage.data();
+  return out;
 }
 
 }  // namespace
@@ -102,6 +119,10 @@ LoadedModel load_hf_model(const std::string& dir) {
                              b + "post_attention_layernorm.weight", c.dim);
     L.wq = matrix("self_attn.q_proj.weight", c.dim, q_dim);
     L.wk = matrix("self_attn.k_proj.weight", c.dim, c.kv_dim());
+    if (c.arch == Arch::Llama) {
+      L.wq = interleave_rope_rows(L.wq, c.head_dim, m.owned.emplace_back());
+      L.wk = interleave_rope_rows(L.wk, c.head_dim, m.owned.emplace_back());
+    }
     L.wv = matrix("self_attn.v_proj.weight", c.dim, c.kv_dim());
     L.wo = matrix("self_attn.o_proj.weight", q_dim, c.dim);
     L.w_gate = matrix("mlp.gate_proj.weight", c.dim, c.ffn_dim);

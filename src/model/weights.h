@@ -25,12 +25,14 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// Everything a loader produces. `keep_alive` owns the mapped files the views point into.
+// Everything a loader produces. `keep_alive` owns the mapped files the views point into;
+// `owned` holds tensors the loader had to rewrite (views may point into it).
 struct LoadedModel {
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<void> keep_alive;
+  std::vector<std::vector<uint8_t>> owned;
 };
 
 LoadedModel load_gguf_model(const std::string& path);
