@@ -26,20 +26,20 @@ typedef struct k25_engine_options {
 void k25_engine_options_init(k25_engine_options* options);
 
 typedef struct k25_request {
-  const char* prompt;        /* required */
-  int add_special;           /* add BOS/EOS as the vocabulary asks (default 1) */
-  int max_tokens;            /* default 128 */
-  float temperature;         /* 0: greedy (default 0.8) */
-  float top_p;               /* default 0.95 */
-  int top_k;                 /* default 40; 0: off */
-  float min_p;               /* default 0.05; 0: off */
-  float repeat_penalty;      /* default 1: off */
-  int has_seed;              /* 1: use `seed` */
+  const char* prompt;   /* required */
+  int add_special;      /* add BOS/EOS as the vocabulary asks (default 1) */
+  int max_tokens;       /* default 128 */
+  float temperature;    /* 0: greedy (default 0.8) */
+  float top_p;          /* default 0.95 */
+  int top_k;            /* default 40; 0: off */
+  float min_p;          /* default 0.05; 0: off */
+  float repeat_penalty; /* default 1: off */
+  int has_seed;         /* 1: use `seed` */
   uint64_t seed;
-  const char* const* stop;   /* stop strings, `n_stop` of them */
+  const char* const* stop; /* stop strings, `n_stop` of them */
   size_t n_stop;
-  const char* latency_sla;   /* "gold", "silver" (default, NULL) or "bronze" */
-  const char* domain_hint;   /* NULL or "default" (no other gates yet) */
+  const char* latency_sla; /* "gold", "silver" (default, NULL) or "bronze" */
+  const char* domain_hint; /* NULL or "default" (no other gates yet) */
 } k25_request;
 
 /* Fills in the defaults above (prompt NULL). */
@@ -50,10 +50,10 @@ typedef enum k25_event_kind { K25_EVENT_TOKEN = 0, K25_EVENT_FINISHED = 1 } k25_
 typedef struct k25_event {
   k25_event_kind kind;
   int64_t request_id;
-  int32_t token;         /* TOKEN: the sampled token */
-  const char* text;      /* text that became final (complete UTF-8, never part of a stop
-                            string); on FINISHED the held-back rest. Not NUL-terminated
-                            necessarily: use text_len. Valid during the callback only. */
+  int32_t token;    /* TOKEN: the sampled token */
+  const char* text; /* text that became final (complete UTF-8, never part of a stop
+                       string); on FINISHED the held-back rest. Not NUL-terminated
+                       necessarily: use text_len. Valid during the callback only. */
   size_t text_len;
   /* FINISHED only: */
   const char* finish_reason; /* "stop", "length", "cancelled" or "error" */

@@ -1,6 +1,4 @@
 // The C API (include/k25.h) over k25::Engine.
-#include "k25.h"
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -10,6 +8,7 @@
 #include <unordered_map>
 
 #include "engine/engine.h"
+#include "k25.h"
 #include "server/flash_headers.h"
 #include "server/metrics.h"
 #include "util/error.h"
@@ -121,7 +120,8 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
     auto state = std::make_shared<RequestState>();
     auto on_event = [callback, user_data, state](const k25::GenerationEvent& e) {
       k25_event event{};
-      event.kind = e.kind == k25::GenerationEvent::Kind::Token ? K25_EVENT_TOKEN : K25_EVENT_FINISHED;
+      event.kind =
+          e.kind == k25::GenerationEvent::Kind::Token ? K25_EVENT_TOKEN : K25_EVENT_FINISHED;
       event.token = e.token;
       event.text = e.text.c_str();
       event.text_len = e.text.size();
@@ -183,7 +183,9 @@ char* k25_metrics(k25_engine* engine) {
   return copy_string(k25::render_engine_metrics(engine->engine->stats()));
 }
 
-void k25_free_string(char* text) { std::free(text); }
+void k25_free_string(char* text) {
+  std::free(text);
+}
 
 void k25_free(k25_engine* engine) {
   if (!engine) return;

@@ -9,10 +9,14 @@ namespace k25 {
 
 const char* finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
-    case FinishReason::Error: return "error";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
   }
   return "error";
 }
@@ -48,7 +52,8 @@ struct Engine::Sequence {
 };
 
 namespace {
-double ms_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+double ms_between(std::chrono::steady_clock::time_point a,
+                  std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 }  // namespace
@@ -58,8 +63,8 @@ Engine::Engine(Model& model, EngineOptions options, std::unique_ptr<SchedulingPo
   if (options_.max_batch_size < 1) fail("engine: max_batch_size must be >= 1");
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   const int model_context = model_.config().context_length;
-  context_size_ = options_.context_size <= 0 ? model_context
-                                             : std::min(options_.context_size, model_context);
+  context_size_ =
+      options_.context_size <= 0 ? model_context : std::min(options_.context_size, model_context);
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (!policy_) policy_ = make_first_come_policy(options_.step_token_budget);
   int n_threads = options_.n_threads > 0 ? options_.n_threads
@@ -70,7 +75,9 @@ Engine::Engine(Model& model, EngineOptions options, std::unique_ptr<SchedulingPo
   thread_ = std::thread([this] { run(); });
 }
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  shutdown();
+}
 
 SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   SubmitResult result;
@@ -196,8 +203,8 @@ void Engine::apply_cancellations() {
 
 void Engine::admit_waiting() {
   std::lock_guard lock(mutex_);
-  int n = policy_->n_to_admit(static_cast<int>(waiting_.size()),
-                              static_cast<int>(free_slots_.size()));
+  int n =
+      policy_->n_to_admit(static_cast<int>(waiting_.size()), static_cast<int>(free_slots_.size()));
   for (int i = 0; i < n; ++i) {
     std::unique_ptr<Sequence> seq = std::move(waiting_.front());
     waiting_.pop_front();
@@ -224,7 +231,7 @@ void Engine::step() {
 
   std::vector<BatchToken> batch;
   std::vector<std::pair<Sequence*, int>> in_batch;  // sequence, tokens it has in the batch
-  std::vector<Sequence*> wanting_logits;  // in batch order
+  std::vector<Sequence*> wanting_logits;            // in batch order
   for (const StepSlice& slice : slices) {
     Sequence& seq = *running_.at(slice.index);
     const int n_pending = static_cast<int>(seq.tokens.size()) - seq.n_computed;

@@ -20,11 +20,11 @@
 namespace k25 {
 
 struct EngineOptions {
-  int n_threads = 0;           // <= 0: hardware concurrency
-  int max_batch_size = 24;     // concurrent sequences (KV slots), R-EB4
-  int max_queue = 256;         // waiting requests before submit() answers QueueFull
-  int context_size = 0;        // <= 0 or above the model's: the model's context_length
-  int step_token_budget = 512; // tokens per forward call (prompt chunks beyond decode tokens)
+  int n_threads = 0;            // <= 0: hardware concurrency
+  int max_batch_size = 24;      // concurrent sequences (KV slots), R-EB4
+  int max_queue = 256;          // waiting requests before submit() answers QueueFull
+  int context_size = 0;         // <= 0 or above the model's: the model's context_length
+  int step_token_budget = 512;  // tokens per forward call (prompt chunks beyond decode tokens)
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -38,8 +38,7 @@ struct SubmitResult {
 class Engine {
  public:
   // `model` must outlive the engine. Starts the engine thread.
-  Engine(Model& model, EngineOptions options,
-         std::unique_ptr<SchedulingPolicy> policy = nullptr);
+  Engine(Model& model, EngineOptions options, std::unique_ptr<SchedulingPolicy> policy = nullptr);
   ~Engine();  // cancels everything still running and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

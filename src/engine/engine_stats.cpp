@@ -39,7 +39,9 @@ std::vector<double> ttft_bounds() {
 std::vector<double> inter_token_bounds() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 }
-std::vector<double> request_bounds() { return {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}; }
+std::vector<double> request_bounds() {
+  return {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+}
 }  // namespace
 
 EngineStats::EngineStats()

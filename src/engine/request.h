@@ -23,7 +23,8 @@ struct GenerationRequest {
   int max_tokens = 16;          // generated tokens at most (>= 1)
   SamplingParams sampling;
   std::vector<std::string> stop;  // stop strings; never sent to the client, even in part
-  std::vector<TokenId> stop_tokens;  // end the output like end-of-generation tokens (chat turn ends)
+  std::vector<TokenId>
+      stop_tokens;  // end the output like end-of-generation tokens (chat turn ends)
   // < 0: no logprobs; n >= 0: the sampled token's logprob and the n most likely alternatives.
   int top_logprobs = -1;
   int priority = 50;  // R-FP4: gold=100, silver=50, bronze=10 (read by the scheduling policy)

@@ -7,7 +7,8 @@
 namespace k25 {
 
 FirstComePolicy::FirstComePolicy(int step_token_budget) : step_token_budget_(step_token_budget) {
-  if (step_token_budget_ < 1) fail("scheduler: step token budget must be >= 1, got ", step_token_budget);
+  if (step_token_budget_ < 1)
+    fail("scheduler: step token budget must be >= 1, got ", step_token_budget);
 }
 
 int FirstComePolicy::n_to_admit(int n_waiting, int n_free_slots) const {

@@ -10,9 +10,9 @@ namespace k25 {
 
 // A running sequence as the policy sees it.
 struct SequenceView {
-  int index = 0;       // position in the engine's running list (stable for one call)
-  int priority = 50;   // R-FP4
-  int n_pending = 0;   // tokens known but not yet in the KV cache (prompt rest, or 1 when decoding)
+  int index = 0;      // position in the engine's running list (stable for one call)
+  int priority = 50;  // R-FP4
+  int n_pending = 0;  // tokens known but not yet in the KV cache (prompt rest, or 1 when decoding)
   bool decoding = false;  // the prompt is done; n_pending is the last sampled token
 };
 

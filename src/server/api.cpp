@@ -37,12 +37,18 @@ const Route* find_route(const std::string& path) {
 
 const char* error_type(int status) {
   switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 429: return "rate_limit_error";
-    case 500: return "server_error";
-    case 503: return "service_unavailable";
-    default: return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 404:
+      return "not_found_error";
+    case 429:
+      return "rate_limit_error";
+    case 500:
+      return "server_error";
+    case 503:
+      return "service_unavailable";
+    default:
+      return "invalid_request_error";
   }
 }
 
@@ -57,12 +63,15 @@ ApiError make_error(int status, std::string message, std::string code = {}) {
 
 net::awaitable<void> send_error(HttpExchange& ex, const ApiError& error) {
   std::vector<std::pair<std::string, std::string>> headers;
-  if (error.retry_after_s > 0) headers.push_back({"Retry-After", std::to_string(error.retry_after_s)});
+  if (error.retry_after_s > 0)
+    headers.push_back({"Retry-After", std::to_string(error.retry_after_s)});
   if (error.status == 401) headers.push_back({"WWW-Authenticate", "Bearer"});
   co_await ex.send(error.status, "application/json", json_text(error_body(error)), headers);
 }
 
-std::string_view view(beast::string_view s) { return {s.data(), s.size()}; }
+std::string_view view(beast::string_view s) {
+  return {s.data(), s.size()};
+}
 
 std::string model_name_of(const Model& model, const std::string& path) {
   if (!model.config().name.empty()) return model.config().name;
@@ -98,7 +107,9 @@ void Api::set_engine(Engine* engine) {
   engine_.store(engine);
 }
 
-void Api::set_draining() { draining_ = true; }
+void Api::set_draining() {
+  draining_ = true;
+}
 
 Engine& Api::serving_engine() const {
   Engine* engine = engine_.load();
@@ -116,7 +127,11 @@ Engine& Api::serving_engine() const {
 }
 
 std::string Api::error_text(int status, const std::string& message) const {
-  return json_text(error_body(make_error(status, message)));
+  const char* code = status == 413   ? "request_too_large"
+                     : status == 408 ? "request_timeout"
+                     : status == 431 ? "headers_too_large"
+                                     : "invalid_http";
+  return json_text(error_body(make_error(status, message, code)));
 }
 
 net::awaitable<void> Api::handle(HttpExchange& ex) {
@@ -168,9 +183,9 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     co_await health(ex);
   } else if (path == "/metrics") {
     Engine* engine = engine_.load();
-    co_await ex.send(200, "text/plain; version=0.0.4",
-                     metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr,
-                                     draining_));
+    co_await ex.send(
+        200, "text/plain; version=0.0.4",
+        metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr, draining_));
   } else if (path == "/v1/models") {
     co_await models(ex);
   } else if (path == "/generate") {

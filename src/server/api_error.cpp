@@ -3,7 +3,9 @@
 namespace k25 {
 
 nlohmann::json error_body(const ApiError& error) {
-  auto nullable = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
+  auto nullable = [](const std::string& s) {
+    return s.empty() ? nlohmann::json() : nlohmann::json(s);
+  };
   return {{"error",
            {{"message", error.message},
             {"type", error.type},

@@ -24,11 +24,13 @@ std::optional<std::string_view> header_value(const HttpRequest& req, std::string
   return std::string_view(it->value().data(), it->value().size());
 }
 
-TokenLogprobEntry logprob_entry(const Tokenizer& tokenizer, TokenId token, const TokenLogprobs& lp) {
+TokenLogprobEntry logprob_entry(const Tokenizer& tokenizer, TokenId token,
+                                const TokenLogprobs& lp) {
   TokenLogprobEntry e;
   e.piece = tokenizer.token_to_piece(token, false);
   e.logprob = lp.logprob;
-  for (const auto& [id, value] : lp.top) e.top.emplace_back(tokenizer.token_to_piece(id, false), value);
+  for (const auto& [id, value] : lp.top)
+    e.top.emplace_back(tokenizer.token_to_piece(id, false), value);
   return e;
 }
 
@@ -105,8 +107,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (n_prompt >= engine.context_size()) {
     throw_bad_request(concat("the prompt has ", n_prompt, " tokens; the context holds ",
                              engine.context_size(), " including at least one generated token"),
-                      flavor == ApiFlavor::Chat ? "messages" : "prompt",
-                      "context_length_exceeded");
+                      flavor == ApiFlavor::Chat ? "messages" : "prompt", "context_length_exceeded");
   }
   request.max_tokens = parsed.max_tokens;
   request.sampling = parsed.sampling;
@@ -149,14 +150,20 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     client_gone = true;
     ex.close_after();
   };
+  // Looks at the client at most every kClientCheckInterval, whether events flow or not.
+  auto next_client_check = std::chrono::steady_clock::now();
+  auto check_client = [&] {
+    const auto now = std::chrono::steady_clock::now();
+    if (client_gone || now < next_client_check) return;
+    next_client_check = now + kClientCheckInterval;
+    if (ex.peer_closed()) cancel_for_gone_client();
+  };
 
   if (!parsed.stream) {
     for (;;) {
       std::optional<GenerationEvent> event = co_await channel->next(kClientCheckInterval);
-      if (!event) {
-        if (!client_gone && ex.peer_closed()) cancel_for_gone_client();
-        continue;
-      }
+      check_client();
+      if (!event) continue;
       if (event->kind == GenerationEvent::Kind::Token) {
         outcome.text += event->text;
         if (event->logprobs) {
@@ -167,8 +174,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       fill_outcome(outcome, *event);
       log_outcome(log, outcome);
       if (event->finish_reason == FinishReason::Error) {
-        throw ApiException(status_error(500, "generation failed: " + event->error,
-                                        "internal_error", "server_error"));
+        throw ApiException(status_error(500, "generation failed: " + event->error, "internal_error",
+                                        "server_error"));
       }
       break;
     }
@@ -187,10 +194,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   for (;;) {
     if (!ok && !client_gone) cancel_for_gone_client();
     std::optional<GenerationEvent> event = co_await channel->next(kClientCheckInterval);
-    if (!event) {
-      if (!client_gone && ex.peer_closed()) cancel_for_gone_client();
-      continue;
-    }
+    check_client();
+    if (!event) continue;
     if (event->logprobs) {
       pending_logprobs.push_back(logprob_entry(tokenizer, event->token, *event->logprobs));
     }
@@ -208,8 +213,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     log_outcome(log, outcome);
     if (client_gone) co_return;
     if (event->finish_reason == FinishReason::Error) {
-      ApiError error = status_error(500, "generation failed: " + event->error, "internal_error",
-                                    "server_error");
+      ApiError error =
+          status_error(500, "generation failed: " + event->error, "internal_error", "server_error");
       log.error = error.message;
       ok = co_await ex.send_chunk(sse_event(error_body(error)));
     } else {

@@ -8,11 +8,10 @@ namespace k25 {
 bool bearer_matches(std::string_view authorization, std::string_view key) {
   constexpr std::string_view kScheme = "Bearer ";
   if (authorization.size() < kScheme.size() ||
-      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(),
-                  [](char a, char b) {
-                    return std::tolower(static_cast<unsigned char>(a)) ==
-                           std::tolower(static_cast<unsigned char>(b));
-                  })) {
+      !std::equal(kScheme.begin(), kScheme.end(), authorization.begin(), [](char a, char b) {
+        return std::tolower(static_cast<unsigned char>(a)) ==
+               std::tolower(static_cast<unsigned char>(b));
+      })) {
     return false;
   }
   std::string_view given = authorization.substr(kScheme.size());

@@ -13,11 +13,16 @@ ChatTemplate detect_chat_template(std::string_view t) {
 
 const char* chat_template_name(ChatTemplate kind) {
   switch (kind) {
-    case ChatTemplate::ChatMl: return "chatml";
-    case ChatTemplate::Llama3: return "llama3";
-    case ChatTemplate::Llama2: return "llama2";
-    case ChatTemplate::Zephyr: return "zephyr";
-    case ChatTemplate::Plain: return "plain";
+    case ChatTemplate::ChatMl:
+      return "chatml";
+    case ChatTemplate::Llama3:
+      return "llama3";
+    case ChatTemplate::Llama2:
+      return "llama2";
+    case ChatTemplate::Zephyr:
+      return "zephyr";
+    case ChatTemplate::Plain:
+      return "plain";
   }
   return "plain";
 }
@@ -85,11 +90,16 @@ std::string render_chat(ChatTemplate kind, const std::vector<ChatMessage>& messa
 
 std::vector<std::string> chat_end_markers(ChatTemplate kind) {
   switch (kind) {
-    case ChatTemplate::ChatMl: return {"<|im_end|>"};
-    case ChatTemplate::Llama3: return {"<|eot_id|>"};
-    case ChatTemplate::Llama2: return {"</s>"};
-    case ChatTemplate::Zephyr: return {"</s>"};
-    case ChatTemplate::Plain: return {"\nuser:"};
+    case ChatTemplate::ChatMl:
+      return {"<|im_end|>"};
+    case ChatTemplate::Llama3:
+      return {"<|eot_id|>"};
+    case ChatTemplate::Llama2:
+      return {"</s>"};
+    case ChatTemplate::Zephyr:
+      return {"</s>"};
+    case ChatTemplate::Plain:
+      return {"\nuser:"};
   }
   return {};
 }

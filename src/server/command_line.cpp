@@ -1,7 +1,6 @@
 #include "server/command_line.h"
 
 #include <CLI/CLI.hpp>
-
 #include <map>
 
 namespace k25 {
@@ -16,7 +15,8 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
   std::map<std::string, std::string> overrides;
   std::vector<std::pair<std::string, CLI::Option*>> flags;
   for (const ConfigKey& key : config_keys()) {
-    CLI::Option* option = app.add_option(key.flag, overrides[key.path], key.help + " [" + key.path + "]");
+    CLI::Option* option =
+        app.add_option(key.flag, overrides[key.path], key.help + " [" + key.path + "]");
     flags.emplace_back(key.path, option);
   }
   std::string api_key;

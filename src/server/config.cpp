@@ -51,7 +51,9 @@ std::string parse_choice(const std::string& key, const std::string& v,
   fail("config: ", key, ": expected one of ", list, ", got '", v, "'");
 }
 
-bool is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+bool is_power_of_two(int64_t n) {
+  return n > 0 && (n & (n - 1)) == 0;
+}
 
 // Builders for the table below.
 ConfigKey int_key(std::string path, std::string flag, std::string help, int ServerConfig::*member,
@@ -66,9 +68,11 @@ ConfigKey double_key(std::string path, std::string flag, std::string help,
             c.*member = parse_double(path, v, min, max);
           }};
 }
-ConfigKey bool_key(std::string path, std::string flag, std::string help, bool ServerConfig::*member) {
-  return {path, flag, help,
-          [path, member](ServerConfig& c, const std::string& v) { c.*member = parse_bool(path, v); }};
+ConfigKey bool_key(std::string path, std::string flag, std::string help,
+                   bool ServerConfig::*member) {
+  return {path, flag, help, [path, member](ServerConfig& c, const std::string& v) {
+            c.*member = parse_bool(path, v);
+          }};
 }
 ConfigKey string_key(std::string path, std::string flag, std::string help,
                      std::string ServerConfig::*member) {
@@ -84,18 +88,21 @@ ConfigKey choice_key(std::string path, std::string flag, std::string help,
 std::vector<ConfigKey> make_keys() {
   using C = ServerConfig;
   std::vector<ConfigKey> k;
-  k.push_back(string_key("model.path", "--model", "GGUF file or Hugging Face directory", &C::model_path));
+  k.push_back(
+      string_key("model.path", "--model", "GGUF file or Hugging Face directory", &C::model_path));
   k.push_back(int_key("model.tensor_parallel_size", "--tensor-parallel-size",
-                      "tensor-parallel ranks (one process uses 1)", &C::tensor_parallel_size, 1, 1024));
-  k.push_back(int_key("model.pipeline_parallel_size", "--pipeline-parallel-size",
-                      "pipeline-parallel stages (one process uses 1)", &C::pipeline_parallel_size, 1,
+                      "tensor-parallel ranks (one process uses 1)", &C::tensor_parallel_size, 1,
                       1024));
+  k.push_back(int_key("model.pipeline_parallel_size", "--pipeline-parallel-size",
+                      "pipeline-parallel stages (one process uses 1)", &C::pipeline_parallel_size,
+                      1, 1024));
   k.push_back(int_key("flash_scheduler.l1_cache_size", "--l1-cache-size",
-                      "L1 KV window, most recent tokens per sequence", &C::l1_cache_size, 1, 1 << 20));
+                      "L1 KV window, most recent tokens per sequence", &C::l1_cache_size, 1,
+                      1 << 20));
   k.push_back(choice_key("flash_scheduler.l1_eviction_policy", "--l1-eviction-policy",
                          "L1 eviction: lru or fifo", &C::l1_eviction_policy, {"lru", "fifo"}));
-  k.push_back({"flash_scheduler.l2_cache_shards", "--l2-cache-shards",
-               "L2 KV shards (power of 2)", [](C& c, const std::string& v) {
+  k.push_back({"flash_scheduler.l2_cache_shards", "--l2-cache-shards", "L2 KV shards (power of 2)",
+               [](C& c, const std::string& v) {
                  int64_t n = parse_int("flash_scheduler.l2_cache_shards", v, 1, 1024);
                  if (!is_power_of_two(n)) {
                    fail("config: flash_scheduler.l2_cache_shards: ", n, " is not a power of 2");
@@ -118,31 +125,33 @@ std::vector<ConfigKey> make_keys() {
                }});
   k.push_back(choice_key("flash_scheduler.l3_prefetcher", "--l3-prefetcher",
                          "disk KV prefetcher (lru-k)", &C::l3_prefetcher, {"lru-k"}));
-  k.push_back(int_key("flash_scheduler.max_batch_size", "--max-batch-size",
-                      "concurrent sequences", &C::max_batch_size, 1, 4096));
+  k.push_back(int_key("flash_scheduler.max_batch_size", "--max-batch-size", "concurrent sequences",
+                      &C::max_batch_size, 1, 4096));
   k.push_back(int_key("flash_scheduler.batch_timeout_ms", "--batch-timeout-ms",
-                      "how long a micro-task waits to be batched", &C::batch_timeout_ms, 0, 60'000));
+                      "how long a micro-task waits to be batched", &C::batch_timeout_ms, 0,
+                      60'000));
   k.push_back(int_key("engine.threads", "--threads", "compute threads (0: all cores)", &C::threads,
                       0, 1024));
   k.push_back(int_key("engine.context_size", "--ctx-size",
                       "context per sequence in tokens (0: the model's)", &C::context_size, 0,
                       1 << 24));
-  k.push_back(int_key("engine.step_token_budget", "--step-token-budget",
-                      "tokens per forward call", &C::step_token_budget, 1, 1 << 20));
+  k.push_back(int_key("engine.step_token_budget", "--step-token-budget", "tokens per forward call",
+                      &C::step_token_budget, 1, 1 << 20));
   k.push_back(int_key("engine.max_queue", "--max-queue", "waiting requests before 429",
                       &C::max_queue, 0, 1 << 20));
   k.push_back(double_key("sampling.temperature", "--temperature", "default temperature (0: greedy)",
                          &C::temperature, 0, 10));
   k.push_back(double_key("sampling.top_p", "--top-p", "default top_p", &C::top_p, 0, 1));
-  k.push_back(int_key("sampling.top_k", "--top-k", "default top_k (0: off)", &C::top_k, 0, 1 << 20));
+  k.push_back(
+      int_key("sampling.top_k", "--top-k", "default top_k (0: off)", &C::top_k, 0, 1 << 20));
   k.push_back(double_key("sampling.min_p", "--min-p", "default min_p (0: off)", &C::min_p, 0, 1));
   k.push_back(double_key("sampling.repeat_penalty", "--repeat-penalty",
                          "default repetition penalty (1: off)", &C::repeat_penalty, 0.01, 10));
   k.push_back(int_key("sampling.max_tokens", "--max-tokens", "default max_tokens", &C::max_tokens,
                       1, 1 << 24));
   k.push_back(string_key("api_server.host", "--host", "listen address", &C::host));
-  k.push_back(int_key("api_server.port", "--port", "listen port (0: any free port)", &C::port, 0,
-                      65535));
+  k.push_back(
+      int_key("api_server.port", "--port", "listen port (0: any free port)", &C::port, 0, 65535));
   k.push_back(bool_key("api_server.enable_header_passthrough", "--enable-header-passthrough",
                        "read the x-* fingerprint headers", &C::enable_header_passthrough));
   k.push_back(string_key("api_server.api_key_file", "--api-key-file",
@@ -162,8 +171,8 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("api_server.io_threads", "--io-threads", "HTTP event-loop threads",
                       &C::io_threads, 1, 64));
   k.push_back(int_key("api_server.shutdown_timeout_s", "--shutdown-timeout-s",
-                      "on SIGTERM, seconds in-flight requests get to finish", &C::shutdown_timeout_s,
-                      0, 86'400));
+                      "on SIGTERM, seconds in-flight requests get to finish",
+                      &C::shutdown_timeout_s, 0, 86'400));
   k.push_back(int_key("api_server.retry_after_s", "--retry-after-s",
                       "Retry-After seconds on 429/503", &C::retry_after_s, 1, 3600));
   k.push_back(bool_key("api_server.log_requests", "--log-requests",
@@ -207,7 +216,8 @@ void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
   for (const auto& section : root) {
     const std::string section_name = section.first.as<std::string>();
     if (section.second.IsNull()) continue;
-    if (!section.second.IsMap()) fail(source_name, ": section '", section_name, "' must be a mapping");
+    if (!section.second.IsMap())
+      fail(source_name, ": section '", section_name, "' must be a mapping");
     for (const auto& entry : section.second) {
       const std::string path = section_name + "." + entry.first.as<std::string>();
       if (!entry.second.IsScalar() && !entry.second.IsNull()) {

@@ -27,10 +27,10 @@ struct ServerConfig {
   int max_batch_size = 24;
   int batch_timeout_ms = 10;
   // engine
-  int threads = 0;             // 0: hardware concurrency
-  int context_size = 0;        // 0: the model's context length
-  int step_token_budget = 512; // tokens per forward call
-  int max_queue = 256;         // waiting requests before 429
+  int threads = 0;              // 0: hardware concurrency
+  int context_size = 0;         // 0: the model's context length
+  int step_token_budget = 512;  // tokens per forward call
+  int max_queue = 256;          // waiting requests before 429
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;

@@ -7,18 +7,24 @@ namespace k25 {
 
 int sla_priority(LatencySla sla) {
   switch (sla) {
-    case LatencySla::Gold: return 100;
-    case LatencySla::Silver: return 50;
-    case LatencySla::Bronze: return 10;
+    case LatencySla::Gold:
+      return 100;
+    case LatencySla::Silver:
+      return 50;
+    case LatencySla::Bronze:
+      return 10;
   }
   return 50;
 }
 
 const char* sla_name(LatencySla sla) {
   switch (sla) {
-    case LatencySla::Gold: return "gold";
-    case LatencySla::Silver: return "silver";
-    case LatencySla::Bronze: return "bronze";
+    case LatencySla::Gold:
+      return "gold";
+    case LatencySla::Silver:
+      return "silver";
+    case LatencySla::Bronze:
+      return "bronze";
   }
   return "silver";
 }
@@ -43,13 +49,14 @@ std::string printable(std::string_view s) {
 // A non-negative decimal integer, digits only (no sign, no exponent), at most kMaxHeaderLength.
 int parse_length(std::string_view name, std::string_view raw) {
   std::string_view v = trim(raw);
-  if (v.empty()) throw_bad_request(concat(name, ": empty value"), std::string(name), "invalid_header");
+  if (v.empty())
+    throw_bad_request(concat(name, ": empty value"), std::string(name), "invalid_header");
   long long n = 0;
   for (char c : v) {
     if (c < '0' || c > '9' || n > kMaxHeaderLength) {
-      throw_bad_request(concat(name, ": expected a non-negative integer token count, got '",
-                               printable(raw), "'"),
-                        std::string(name), "invalid_header");
+      throw_bad_request(
+          concat(name, ": expected a non-negative integer token count, got '", printable(raw), "'"),
+          std::string(name), "invalid_header");
     }
     n = n * 10 + (c - '0');
   }
@@ -83,9 +90,9 @@ FlashHints parse_flash_headers(
     } else if (sla == "bronze") {
       hints.sla = LatencySla::Bronze;
     } else {
-      throw_bad_request(concat("x-latency-sla: expected gold, silver or bronze, got '",
-                               printable(*v), "'"),
-                        "x-latency-sla", "invalid_header");
+      throw_bad_request(
+          concat("x-latency-sla: expected gold, silver or bronze, got '", printable(*v), "'"),
+          "x-latency-sla", "invalid_header");
     }
   }
   if (auto v = header("x-domain-hint")) {
@@ -104,6 +111,8 @@ FlashHints parse_flash_headers(
   return hints;
 }
 
-bool is_known_domain(std::string_view domain) { return domain == "default"; }
+bool is_known_domain(std::string_view domain) {
+  return domain == "default";
+}
 
 }  // namespace k25

@@ -17,10 +17,10 @@ int sla_priority(LatencySla sla);
 const char* sla_name(LatencySla sla);
 
 struct FlashHints {
-  std::optional<int> prompt_length;    // x-prompt-length: tokens the caller counted
-  std::optional<int> response_length;  // x-response-length: output tokens the caller expects
-  LatencySla sla = LatencySla::Silver; // x-latency-sla; default silver (priority 50)
-  std::string domain = "default";      // x-domain-hint; default "default"
+  std::optional<int> prompt_length;     // x-prompt-length: tokens the caller counted
+  std::optional<int> response_length;   // x-response-length: output tokens the caller expects
+  LatencySla sla = LatencySla::Silver;  // x-latency-sla; default silver (priority 50)
+  std::string domain = "default";       // x-domain-hint; default "default"
   bool domain_given = false;
 };
 

@@ -11,7 +11,9 @@ namespace k25 {
 
 namespace {
 constexpr uint32_t kHeaderLimitBytes = 16 * 1024;
-auto with_ec(beast::error_code& ec) { return net::redirect_error(net::use_awaitable, ec); }
+auto with_ec(beast::error_code& ec) {
+  return net::redirect_error(net::use_awaitable, ec);
+}
 }  // namespace
 
 template <class Message>
@@ -19,7 +21,8 @@ void HttpExchange::prepare(Message& message, int status, std::string_view conten
   message.result(static_cast<unsigned>(status));
   message.version(request_.version());
   message.set(http::field::server, "k25");
-  message.set(http::field::content_type, beast::string_view(content_type.data(), content_type.size()));
+  message.set(http::field::content_type,
+              beast::string_view(content_type.data(), content_type.size()));
   message.keep_alive(keep_alive());
   status_ = status;
 }
@@ -86,7 +89,9 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpError
       ioc_(options_.io_threads),
       acceptor_(ioc_) {}
 
-HttpServer::~HttpServer() { stop(); }
+HttpServer::~HttpServer() {
+  stop();
+}
 
 void HttpServer::start() {
   beast::error_code ec;
@@ -144,6 +149,21 @@ net::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
+// Closing while the client is still sending its (rejected) body makes the kernel reset the
+// connection, and the client may lose the answer it has not read yet. So: stop sending, then
+// read and drop what still comes, for a bounded time and amount.
+net::awaitable<void> HttpServer::drain_before_close(beast::tcp_stream& stream) {
+  beast::error_code ec;
+  stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
+  std::vector<char> scratch(64 * 1024);
+  int64_t budget = 2 * options_.max_body_bytes + (1 << 20);
+  stream.expires_after(std::chrono::seconds(2));
+  while (!ec && budget > 0) {
+    size_t n = co_await stream.async_read_some(net::buffer(scratch), with_ec(ec));
+    budget -= static_cast<int64_t>(n);
+  }
+}
+
 net::awaitable<void> HttpServer::session(net::ip::tcp::socket socket) {
   ++connections_;
   struct Counter {
@@ -161,8 +181,14 @@ net::awaitable<void> HttpServer::session(net::ip::tcp::socket socket) {
     co_await http::async_read_header(stream, buffer, parser, with_ec(ec));
     if (!ec) {
       stream.expires_after(options_.read_timeout);
-      co_await http::async_read(stream, buffer, parser, with_ec(ec));
+      // Clients such as curl wait for this before sending a large body.
+      auto expect = parser.get().find(http::field::expect);
+      if (expect != parser.get().end() && beast::iequals(expect->value(), "100-continue")) {
+        http::response<http::empty_body> go_on{http::status::continue_, 11};
+        co_await http::async_write(stream, go_on, with_ec(ec));
+      }
     }
+    if (!ec) co_await http::async_read(stream, buffer, parser, with_ec(ec));
     if (ec) {
       // A request we cannot read gets one error answer (when the socket still works), then
       // the connection closes: the rest of the byte stream cannot be trusted.
@@ -192,6 +218,7 @@ net::awaitable<void> HttpServer::session(net::ip::tcp::socket socket) {
         res.prepare_payload();
         stream.expires_after(options_.write_timeout);
         co_await http::async_write(stream, res, with_ec(ec));
+        if (!ec) co_await drain_before_close(stream);
       }
       break;
     }

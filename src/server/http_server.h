@@ -87,6 +87,7 @@ class HttpServer {
  private:
   net::awaitable<void> accept_loop();
   net::awaitable<void> session(net::ip::tcp::socket socket);
+  net::awaitable<void> drain_before_close(beast::tcp_stream& stream);
 
   HttpServerOptions options_;
   HttpHandler handler_;

@@ -37,8 +37,8 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "k25_requests_waiting", "gauge", "Requests queued for a sequence slot.");
   out << "k25_requests_waiting " << e.requests_waiting.load() << '\n';
   header(out, "k25_requests_finished_total", "counter", "Finished generation requests by reason.");
-  for (FinishReason r : {FinishReason::Stop, FinishReason::Length, FinishReason::Cancelled,
-                         FinishReason::Error}) {
+  for (FinishReason r :
+       {FinishReason::Stop, FinishReason::Length, FinishReason::Cancelled, FinishReason::Error}) {
     out << "k25_requests_finished_total{reason=\"" << finish_reason_name(r) << "\"} "
         << e.requests_finished[static_cast<int>(r)].load() << '\n';
   }
@@ -65,7 +65,8 @@ std::string HttpMetrics::render(const EngineStats* engine, bool ready, bool drai
   out << "k25_ready " << (ready && !draining ? 1 : 0) << '\n';
   header(out, "k25_draining", "gauge", "1 while shutting down.");
   out << "k25_draining " << (draining ? 1 : 0) << '\n';
-  header(out, "k25_http_requests_total", "counter", "HTTP requests answered, by endpoint and status.");
+  header(out, "k25_http_requests_total", "counter",
+         "HTTP requests answered, by endpoint and status.");
   {
     std::lock_guard lock(mutex_);
     for (const auto& [key, count] : requests_) {

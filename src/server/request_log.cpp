@@ -1,7 +1,6 @@
 #include "server/request_log.h"
 
 #include <ctime>
-
 #include <nlohmann/json.hpp>
 
 namespace k25 {

@@ -63,8 +63,8 @@ int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t mi
   }
   int64_t n = v->get<int64_t>();
   if (n < min || n > max) {
-    throw_bad_request(concat("'", name, "' must be between ", min, " and ", max, ", got ", n),
-                      name, "out_of_range");
+    throw_bad_request(concat("'", name, "' must be between ", min, " and ", max, ", got ", n), name,
+                      "out_of_range");
   }
   return n;
 }
@@ -195,9 +195,8 @@ void get_prompt(const json& body, ParsedRequest& out) {
     std::vector<int64_t> ids;
     for (const json& id : *v) {
       if (!id.is_number_integer()) wrong_type("prompt", "a string or an array of token ids");
-      ids.push_back(id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX
-                        ? INT64_MAX
-                        : id.get<int64_t>());
+      ids.push_back(id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX ? INT64_MAX
+                                                                              : id.get<int64_t>());
     }
     out.prompt_ids = std::move(ids);
   } else {
@@ -226,7 +225,8 @@ json parse_json_body(std::string_view body) {
 ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
                                  const RequestDefaults& defaults) {
   json body = parse_json_body(text);
-  if (!body.is_object()) throw_bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body.is_object())
+    throw_bad_request("the request body must be a JSON object", "", "invalid_json");
   ParsedRequest out;
   out.flavor = flavor;
   if (flavor == ApiFlavor::Chat) {
@@ -261,11 +261,10 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
       out.max_tokens = get_max_tokens(body, d, "max_completion_tokens");
       check_n_is_one(body, "n");
       const bool logprobs = get_bool(body, "logprobs", false);
-      const int top = static_cast<int>(
-          get_int(body, "top_logprobs", 0, 0, defaults.max_top_logprobs));
+      const int top =
+          static_cast<int>(get_int(body, "top_logprobs", 0, 0, defaults.max_top_logprobs));
       if (field(body, "top_logprobs") && !logprobs) {
-        throw_bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs",
-                          "invalid_value");
+        throw_bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
       }
       out.top_logprobs = logprobs ? top : -1;
       break;
@@ -276,7 +275,8 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
 
 TokenizeRequest parse_tokenize_body(std::string_view text) {
   json body = parse_json_body(text);
-  if (!body.is_object()) throw_bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body.is_object())
+    throw_bad_request("the request body must be a JSON object", "", "invalid_json");
   TokenizeRequest out;
   const json* content = field(body, "content");
   if (!content) throw_bad_request("'content' is required", "content", "missing_field");
@@ -288,7 +288,8 @@ TokenizeRequest parse_tokenize_body(std::string_view text) {
 
 std::vector<int32_t> parse_detokenize_body(std::string_view text, int n_vocab) {
   json body = parse_json_body(text);
-  if (!body.is_object()) throw_bad_request("the request body must be a JSON object", "", "invalid_json");
+  if (!body.is_object())
+    throw_bad_request("the request body must be a JSON object", "", "invalid_json");
   const json* tokens = field(body, "tokens");
   if (!tokens) throw_bad_request("'tokens' is required", "tokens", "missing_field");
   if (!tokens->is_array()) wrong_type("tokens", "an array of token ids");
@@ -297,9 +298,9 @@ std::vector<int32_t> parse_detokenize_body(std::string_view text, int n_vocab) {
     if (!t.is_number_integer()) wrong_type("tokens", "an array of token ids");
     if (t.is_number_unsigned() ? t.get<uint64_t>() >= static_cast<uint64_t>(n_vocab)
                                : (t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab)) {
-      throw_bad_request(concat("'tokens': ", t.dump(), " is not a token id (vocabulary size ",
-                               n_vocab, ")"),
-                        "tokens", "out_of_range");
+      throw_bad_request(
+          concat("'tokens': ", t.dump(), " is not a token id (vocabulary size ", n_vocab, ")"),
+          "tokens", "out_of_range");
     }
     ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }

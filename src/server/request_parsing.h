@@ -2,12 +2,11 @@
 // JSON in, validated parameters out. Every problem is an ApiException (400) naming the field.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "model/sampler.h"
 #include "server/chat_template.h"
@@ -27,9 +26,9 @@ struct RequestDefaults {
 
 struct ParsedRequest {
   ApiFlavor flavor = ApiFlavor::Generate;
-  std::string prompt;                               // text prompt (Generate, Completions)
-  std::optional<std::vector<int64_t>> prompt_ids;   // Completions: prompt given as token ids
-  std::vector<ChatMessage> messages;                // Chat
+  std::string prompt;                              // text prompt (Generate, Completions)
+  std::optional<std::vector<int64_t>> prompt_ids;  // Completions: prompt given as token ids
+  std::vector<ChatMessage> messages;               // Chat
   std::string model;
   int max_tokens = 0;
   SamplingParams sampling;

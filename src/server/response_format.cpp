@@ -8,7 +8,9 @@ std::string json_text(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string sse_event(const json& payload) { return "data: " + json_text(payload) + "\n\n"; }
+std::string sse_event(const json& payload) {
+  return "data: " + json_text(payload) + "\n\n";
+}
 
 namespace {
 
@@ -66,10 +68,11 @@ json flash(const FlashHints& hints) {
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
-  return {{"finish_reason", finish_reason_name(o.finish_reason)},
-          {"usage", {{"prompt_tokens", o.prompt_tokens}, {"completion_tokens", o.completion_tokens}}},
-          {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-          {"flash", flash(ctx.hints)}};
+  return {
+      {"finish_reason", finish_reason_name(o.finish_reason)},
+      {"usage", {{"prompt_tokens", o.prompt_tokens}, {"completion_tokens", o.completion_tokens}}},
+      {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
+      {"flash", flash(ctx.hints)}};
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {
@@ -107,9 +110,10 @@ json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
 json stream_start_chunk(const ResponseContext& ctx) {
   if (ctx.flavor != ApiFlavor::Chat) return json();
   json out = openai_envelope(ctx, "chat.completion.chunk");
-  out["choices"] = json::array(
-      {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr},
-        {"finish_reason", nullptr}}});
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
   if (ctx.include_usage) out["usage"] = nullptr;
   return out;
 }
@@ -139,8 +143,8 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   std::vector<json> chunks;
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)},
-                 {"logprobs", nullptr}};
+  json choice = {
+      {"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}, {"logprobs", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = json::object();
   } else {

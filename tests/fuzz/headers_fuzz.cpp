@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   try {
     k25::FlashHints hints = k25::parse_flash_headers(header);
-    if (hints.prompt_length && (*hints.prompt_length < 0 || *hints.prompt_length > k25::kMaxHeaderLength)) {
+    if (hints.prompt_length &&
+        (*hints.prompt_length < 0 || *hints.prompt_length > k25::kMaxHeaderLength)) {
       __builtin_trap();
     }
     if (hints.domain.empty() || hints.domain.size() > 64) __builtin_trap();

@@ -15,11 +15,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   defaults.context_size = 512;
   try {
     switch (data[0] % 5) {
-      case 0: k25::parse_request_body(k25::ApiFlavor::Generate, body, defaults); break;
-      case 1: k25::parse_request_body(k25::ApiFlavor::Completions, body, defaults); break;
-      case 2: k25::parse_request_body(k25::ApiFlavor::Chat, body, defaults); break;
-      case 3: k25::parse_tokenize_body(body); break;
-      case 4: k25::parse_detokenize_body(body, 512); break;
+      case 0:
+        k25::parse_request_body(k25::ApiFlavor::Generate, body, defaults);
+        break;
+      case 1:
+        k25::parse_request_body(k25::ApiFlavor::Completions, body, defaults);
+        break;
+      case 2:
+        k25::parse_request_body(k25::ApiFlavor::Chat, body, defaults);
+        break;
+      case 3:
+        k25::parse_tokenize_body(body);
+        break;
+      case 4:
+        k25::parse_detokenize_body(body, 512);
+        break;
     }
   } catch (const k25::ApiException& e) {
     if (e.error().status != 400 || e.error().message.empty()) __builtin_trap();

@@ -51,7 +51,8 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
                             const std::map<std::string, std::string>& headers = {}) {
   net::io_context ioc;
   beast::tcp_stream stream(ioc);
-  stream.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
+  stream.connect(
+      tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
   stream.expires_after(std::chrono::seconds(60));
   http::request<http::string_body> req{http::string_to_verb(method), target, 11};
   req.set(http::field::host, "127.0.0.1");

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
@@ -15,18 +14,21 @@ namespace {
 
 using nlohmann::json;
 
-std::string model_path() { return std::string(K25_SHARED_DIR) + "/models/stories260K.gguf"; }
+std::string model_path() {
+  return std::string(K25_SHARED_DIR) + "/models/stories260K.gguf";
+}
 
-#define REQUIRE_MODEL()                                                                      \
-  do {                                                                                       \
-    if (!std::filesystem::exists(model_path())) {                                            \
-      GTEST_SKIP() << "SKIPPED: " << model_path()                                            \
-                   << " is absent; put ../shared beside the checkout to run server tests";   \
-    }                                                                                        \
+#define REQUIRE_MODEL()                                                                    \
+  do {                                                                                     \
+    if (!std::filesystem::exists(model_path())) {                                          \
+      GTEST_SKIP() << "SKIPPED: " << model_path()                                          \
+                   << " is absent; put ../shared beside the checkout to run server tests"; \
+    }                                                                                      \
   } while (0)
 
 std::vector<std::string> base_args() {
-  return {"--config", std::string(K25_SOURCE_DIR) + "/k25_config.yaml", "--model", model_path(),
+  return {"--config",  std::string(K25_SOURCE_DIR) + "/k25_config.yaml",
+          "--model",   model_path(),
           "--threads", "1"};
 }
 
@@ -215,11 +217,10 @@ TEST_F(Server, TokenizeDetokenizeAndMetrics) {
   HttpResult m = get("/metrics");
   ASSERT_EQ(m.status, 200);
   EXPECT_NE(m.headers["content-type"].find("text/plain"), std::string::npos);
-  for (const char* name :
-       {"k25_requests_running", "k25_requests_waiting", "k25_http_requests_total{",
-        "k25_prompt_tokens_total", "k25_completion_tokens_total",
-        "k25_time_to_first_token_seconds_bucket", "k25_inter_token_latency_seconds_bucket",
-        "k25_kv_cache_bytes_used"}) {
+  for (const char* name : {"k25_requests_running", "k25_requests_waiting",
+                           "k25_http_requests_total{", "k25_prompt_tokens_total",
+                           "k25_completion_tokens_total", "k25_time_to_first_token_seconds_bucket",
+                           "k25_inter_token_latency_seconds_bucket", "k25_kv_cache_bytes_used"}) {
     EXPECT_NE(m.body.find(name), std::string::npos) << name;
   }
 }
@@ -242,25 +243,53 @@ TEST_F(Server, BadInputTable) {
       {"wrong JSON type", "POST", "/generate", R"({"prompt": 42})", {}, 400},
       {"missing prompt", "POST", "/generate", R"({"max_tokens": 4})", {}, 400},
       {"negative max_tokens", "POST", "/generate", R"({"prompt": "a", "max_tokens": -4})", {}, 400},
-      {"huge max_tokens", "POST", "/generate", R"({"prompt": "a", "max_tokens": 1000000000})", {},
+      {"huge max_tokens",
+       "POST",
+       "/generate",
+       R"({"prompt": "a", "max_tokens": 1000000000})",
+       {},
        400},
-      {"prompt longer than the context", "POST", "/generate",
-       json({{"prompt", long_prompt}, {"max_tokens", 4}}).dump(), {}, 400},
+      {"prompt longer than the context",
+       "POST",
+       "/generate",
+       json({{"prompt", long_prompt}, {"max_tokens", 4}}).dump(),
+       {},
+       400},
       {"invalid UTF-8", "POST", "/generate", "{\"prompt\": \"\xc3\x28\xff\"}", {}, 400},
-      {"x-latency-sla: platinum", "POST", "/generate", R"({"prompt": "a"})",
-       {{"x-latency-sla", "platinum"}}, 400},
-      {"x-prompt-length: -5", "POST", "/generate", R"({"prompt": "a"})",
-       {{"x-prompt-length", "-5"}}, 400},
-      {"x-response-length: abc", "POST", "/v1/completions", R"({"prompt": "a"})",
-       {{"x-response-length", "abc"}}, 400},
+      {"x-latency-sla: platinum",
+       "POST",
+       "/generate",
+       R"({"prompt": "a"})",
+       {{"x-latency-sla", "platinum"}},
+       400},
+      {"x-prompt-length: -5",
+       "POST",
+       "/generate",
+       R"({"prompt": "a"})",
+       {{"x-prompt-length", "-5"}},
+       400},
+      {"x-response-length: abc",
+       "POST",
+       "/v1/completions",
+       R"({"prompt": "a"})",
+       {{"x-response-length", "abc"}},
+       400},
       {"n = 2", "POST", "/v1/completions", R"({"prompt": "a", "n": 2})", {}, 400},
-      {"oversized body", "POST", "/generate",
-       "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}", {}, 413},
+      {"oversized body",
+       "POST",
+       "/generate",
+       "{\"prompt\": \"" + std::string(2 << 20, 'a') + "\"}",
+       {},
+       413},
       {"unknown route", "GET", "/nope", "", {}, 404},
       {"wrong method", "GET", "/generate", "", {}, 405},
       {"wrong method on GET route", "POST", "/health", "{}", {}, 405},
-      {"unknown domain (OpenAI shape)", "POST", "/v1/completions", R"({"prompt": "a"})",
-       {{"x-domain-hint", "legal"}}, 400},
+      {"unknown domain (OpenAI shape)",
+       "POST",
+       "/v1/completions",
+       R"({"prompt": "a"})",
+       {{"x-domain-hint", "legal"}},
+       400},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -284,6 +313,8 @@ TEST_F(Server, BadInputTable) {
   }
   HttpResult wrong_method = http_call(port(), "GET", "/generate");
   EXPECT_EQ(wrong_method.headers["allow"], "POST");
+  HttpResult too_large = http_call(port(), "POST", "/generate", std::string(2 << 20, ' '));
+  EXPECT_EQ(json::parse(too_large.body)["error"]["code"], "request_too_large");
   HttpResult bad_sla = post("/generate", {{"prompt", "a"}}, {{"x-latency-sla", "platinum"}});
   EXPECT_EQ(json::parse(bad_sla.body)["error"]["param"], "x-latency-sla");
 }
@@ -314,8 +345,11 @@ TEST_F(Server, ClientDisconnectCancelsTheRequest) {
   const double before = metric_value(get("/metrics").body, series);
   {
     StreamingCall call(port(), "/generate",
-                       json({{"prompt", "Once"}, {"max_tokens", 500}, {"stream", true},
-                             {"temperature", 0}, {"stop", {"zzzzzz"}}})
+                       json({{"prompt", "Once"},
+                             {"max_tokens", 500},
+                             {"stream", true},
+                             {"temperature", 0},
+                             {"stop", {"zzzzzz"}}})
                            .dump());
     ASSERT_EQ(call.status(), 200);
     ASSERT_TRUE(call.read_until("data: "));
@@ -327,7 +361,8 @@ TEST_F(Server, ClientDisconnectCancelsTheRequest) {
   for (;;) {
     std::string m = get("/metrics").body;
     if (metric_value(m, series) > before) break;
-    if (metric_value(m, "k25_requests_running") == 0 && metric_value(m, "k25_requests_waiting") == 0) {
+    if (metric_value(m, "k25_requests_running") == 0 &&
+        metric_value(m, "k25_requests_waiting") == 0) {
       finished_other = 1;
       break;
     }
@@ -343,17 +378,17 @@ TEST_F(Server, ClientDisconnectCancelsTheRequest) {
 
 TEST_F(Server, ManyConcurrentStreams) {
   const std::string expected =
-      json::parse(post("/generate", {{"prompt", "The dog"}, {"max_tokens", 12}, {"temperature", 0}}).body)["text"];
+      json::parse(post("/generate", {{"prompt", "The dog"}, {"max_tokens", 12}, {"temperature", 0}})
+                      .body)["text"];
   constexpr int kStreams = 200;
   std::atomic<int> correct{0};
   std::vector<std::thread> clients;
   for (int i = 0; i < kStreams; ++i) {
     clients.emplace_back([&] {
       try {
-        HttpResult r = post("/generate", {{"prompt", "The dog"},
-                                          {"max_tokens", 12},
-                                          {"temperature", 0},
-                                          {"stream", true}});
+        HttpResult r =
+            post("/generate",
+                 {{"prompt", "The dog"}, {"max_tokens", 12}, {"temperature", 0}, {"stream", true}});
         std::vector<std::string> events = sse_data(r.body);
         if (r.status != 200 || events.empty() || events.back() != "[DONE]") return;
         std::string text;
@@ -373,7 +408,8 @@ TEST_F(Server, IdleKeepAliveConnectionsDoNotBlockNewRequests) {
   std::vector<std::unique_ptr<beast::tcp_stream>> idle;
   for (int i = 0; i < kIdle; ++i) {
     auto s = std::make_unique<beast::tcp_stream>(ioc);
-    s->connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port())));
+    s->connect(
+        tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port())));
     idle.push_back(std::move(s));
   }
   // Every tenth connection also had a request answered with keep-alive before going idle.
@@ -400,6 +436,20 @@ TEST_F(Server, CApiExampleRuns) {
   EXPECT_NE(out.find("k25_completion_tokens_total 24"), std::string::npos) << out;
 }
 
+// The official openai npm package (installed by scripts/setup.sh into
+// tests/integration/openai_client) as a client nobody here wrote.
+TEST_F(Server, OfficialOpenAiClient) {
+  const std::string dir = std::string(K25_SOURCE_DIR) + "/tests/integration/openai_client";
+  if (!std::filesystem::exists(dir + "/node_modules/openai") ||
+      run_command("node --version").first != 0) {
+    GTEST_SKIP() << "SKIPPED: node or " << dir
+                 << "/node_modules/openai is missing (run `npm install` there or scripts/setup.sh)";
+  }
+  auto [rc, out] = run_command("node " + dir + "/run.mjs " + std::to_string(port()) + " 2>&1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+}
+
 TEST(ServerProcessTest, ApiKeyProtectsEverythingButHealth) {
   REQUIRE_MODEL();
   std::vector<std::string> args = base_args();
@@ -409,12 +459,13 @@ TEST(ServerProcessTest, ApiKeyProtectsEverythingButHealth) {
   HttpResult none = http_call(server.port(), "GET", "/v1/models");
   EXPECT_EQ(none.status, 401);
   EXPECT_EQ(json::parse(none.body)["error"]["code"], "invalid_api_key");
-  EXPECT_EQ(http_call(server.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer nope"}}).status,
-            401);
-  EXPECT_EQ(http_call(server.port(), "GET", "/v1/models", "",
-                      {{"Authorization", "Bearer sk-test-123"}})
-                .status,
-            200);
+  EXPECT_EQ(
+      http_call(server.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer nope"}}).status,
+      401);
+  EXPECT_EQ(
+      http_call(server.port(), "GET", "/v1/models", "", {{"Authorization", "Bearer sk-test-123"}})
+          .status,
+      200);
 }
 
 TEST(ServerProcessTest, SigtermDuringStreamingEndsStreamsCleanlyAndExitsZero) {
@@ -463,12 +514,14 @@ TEST(ServerProcessTest, ShutdownTimeoutCancelsWhatIsLeft) {
 }
 
 TEST(ServerProcessTest, BadConfigStopsTheStartNamingTheKey) {
-  auto [rc, out] = run_command(std::string(K25_BIN_DIR) + "/k25-server --model x.gguf --max-batch-size 0 2>&1");
+  auto [rc, out] =
+      run_command(std::string(K25_BIN_DIR) + "/k25-server --model x.gguf --max-batch-size 0 2>&1");
   EXPECT_NE(rc, 0);
   EXPECT_NE(out.find("flash_scheduler.max_batch_size"), std::string::npos) << out;
   const std::string bad = ::testing::TempDir() + "/k25_bad_config.yaml";
   std::ofstream(bad) << "api_server:\n  portt: 1\n";
-  auto [rc2, out2] = run_command(std::string(K25_BIN_DIR) + "/k25-server --config " + bad + " 2>&1");
+  auto [rc2, out2] =
+      run_command(std::string(K25_BIN_DIR) + "/k25-server --config " + bad + " 2>&1");
   EXPECT_NE(rc2, 0);
   EXPECT_NE(out2.find("api_server.portt"), std::string::npos) << out2;
   auto [rc3, out3] = run_command(std::string(K25_BIN_DIR) + "/k25-server --help");

@@ -32,7 +32,8 @@ CommandLine parse(std::vector<std::string> args) {
 
 TEST(Config, ShippedConfigFileSetsEveryKeyAndLoads) {
   const std::string path =
-      (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "k25_config.yaml")
+      (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() /
+       "k25_config.yaml")
           .string();
   std::ifstream in(path);
   ASSERT_TRUE(in) << path;

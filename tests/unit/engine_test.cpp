@@ -269,8 +269,7 @@ TEST(Engine, ShutdownCancelsEverything) {
   EXPECT_EQ(a.wait().finish_reason, FinishReason::Cancelled);
   EXPECT_EQ(b.wait().finish_reason, FinishReason::Cancelled);
   Collector late;
-  EXPECT_EQ(engine->submit(greedy({kBos}, 2), late.callback()).status,
-            SubmitStatus::ShuttingDown);
+  EXPECT_EQ(engine->submit(greedy({kBos}, 2), late.callback()).status, SubmitStatus::ShuttingDown);
 }
 
 TEST(FirstComePolicy, DecodeTokensFirstThenPromptChunksWithinBudget) {

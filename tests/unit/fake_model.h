@@ -37,7 +37,9 @@ inline Vocab letters_vocab() {
 }
 
 inline constexpr TokenId kBos = 1, kEos = 2, kA = 3, kByteC3 = 29, kByteA9 = 30;
-inline TokenId letter(char c) { return kA + (c - 'a'); }
+inline TokenId letter(char c) {
+  return kA + (c - 'a');
+}
 
 class FakeModel : public Model {
  public:
@@ -61,7 +63,8 @@ class FakeModel : public Model {
       std::unique_lock lock(mutex_);
       ++forward_calls_;
       cv_.notify_all();
-      cv_.wait(lock, [&] { return !hold_; });
+      cv_.wait(lock, [&] { return !hold_ || permits_ > 0; });
+      if (hold_) --permits_;
       if (fail_) throw std::runtime_error("fake forward failure");
       std::set<int> seqs;
       for (const BatchToken& t : batch) seqs.insert(t.seq);
@@ -101,6 +104,12 @@ class FakeModel : public Model {
     hold_ = false;
     cv_.notify_all();
   }
+  // While holding: lets `n` more forward calls through.
+  void grant(int n) {
+    std::lock_guard lock(mutex_);
+    permits_ += n;
+    cv_.notify_all();
+  }
   void wait_for_forward_calls(int n) {
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return forward_calls_ >= n; });
@@ -121,6 +130,7 @@ class FakeModel : public Model {
   std::condition_variable cv_;
   bool hold_ = false;
   bool fail_ = false;
+  int permits_ = 0;
   int forward_calls_ = 0;
   int max_seqs_in_batch_ = 0;
   mutable std::mutex next_mutex_;

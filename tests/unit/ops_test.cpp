@@ -54,7 +54,7 @@ TEST(OpsTest, Softmax) {
     double total = 0;
     for (int i = 0; i < n; ++i) {
       const double ref = std::exp(double{orig[i]} - mx) / sum;
-      ASSERT_NEAR(x[i], ref, 2e-6 * ref + 1e-12) << n << " " << i;
+      ASSERT_NEAR(x[i], ref, 1e-5 * ref + 1e-12) << n << " " << i;  // float sum of n terms
       total += x[i];
     }
     EXPECT_NEAR(total, 1.0, 1e-5);

@@ -66,11 +66,16 @@ TEST(FlashHeaders, ParsesTheNoteExample) {
 TEST(FlashHeaders, MalformedValuesAre400NamingTheHeader) {
   static const std::string too_long(65, 'a');
   const std::pair<const char*, const char*> cases[] = {
-      {"x-prompt-length", "-5"},       {"x-prompt-length", "12abc"},
-      {"x-prompt-length", ""},         {"x-prompt-length", "99999999999999999999"},
-      {"x-response-length", "1e3"},    {"x-response-length", "+7"},
-      {"x-latency-sla", "platinum"},   {"x-latency-sla", "Gold "},
-      {"x-domain-hint", "le gal"},     {"x-domain-hint", ""},
+      {"x-prompt-length", "-5"},
+      {"x-prompt-length", "12abc"},
+      {"x-prompt-length", ""},
+      {"x-prompt-length", "99999999999999999999"},
+      {"x-response-length", "1e3"},
+      {"x-response-length", "+7"},
+      {"x-latency-sla", "platinum"},
+      {"x-latency-sla", "Gold "},
+      {"x-domain-hint", "le gal"},
+      {"x-domain-hint", ""},
       {"x-domain-hint", too_long.c_str()},
   };
   for (const auto& [name, value] : cases) {
@@ -100,8 +105,8 @@ TEST(RequestBody, GenerateFields) {
 }
 
 TEST(RequestBody, DefaultsAndNullsTakeConfiguredValues) {
-  ParsedRequest r = parse_request_body(ApiFlavor::Completions,
-                                       R"({"prompt":"hi","max_tokens":null,"stop":"."})", defaults());
+  ParsedRequest r = parse_request_body(
+      ApiFlavor::Completions, R"({"prompt":"hi","max_tokens":null,"stop":"."})", defaults());
   EXPECT_EQ(r.max_tokens, 64);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"."}));
   EXPECT_FALSE(r.sampling.seed);
@@ -118,13 +123,12 @@ TEST(RequestBody, CompletionsPromptForms) {
 }
 
 TEST(RequestBody, ChatMessagesLogprobsAndUsage) {
-  ParsedRequest r = parse_request_body(
-      ApiFlavor::Chat,
-      R"({"messages":[{"role":"system","content":"Be brief."},
+  ParsedRequest r = parse_request_body(ApiFlavor::Chat,
+                                       R"({"messages":[{"role":"system","content":"Be brief."},
                       {"role":"user","content":[{"type":"text","text":"Hi"},{"type":"text","text":"!"}]}],
           "max_completion_tokens":5,"logprobs":true,"top_logprobs":3,
           "stream":true,"stream_options":{"include_usage":true}})",
-      defaults());
+                                       defaults());
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1].content, "Hi!");
   EXPECT_EQ(r.max_tokens, 5);
@@ -139,11 +143,11 @@ TEST(RequestBody, BadInputTable) {
     const char* param;  // expected param ("" = none)
   };
   const Case cases[] = {
-      {ApiFlavor::Generate, R"({"prompt": "x",)", ""},              // malformed JSON
-      {ApiFlavor::Generate, "", ""},                                // empty body
-      {ApiFlavor::Generate, "[1,2]", ""},                           // not an object
-      {ApiFlavor::Generate, R"({"max_tokens": 5})", "prompt"},      // missing prompt
-      {ApiFlavor::Generate, R"({"prompt": 5})", "prompt"},          // wrong type
+      {ApiFlavor::Generate, R"({"prompt": "x",)", ""},          // malformed JSON
+      {ApiFlavor::Generate, "", ""},                            // empty body
+      {ApiFlavor::Generate, "[1,2]", ""},                       // not an object
+      {ApiFlavor::Generate, R"({"max_tokens": 5})", "prompt"},  // missing prompt
+      {ApiFlavor::Generate, R"({"prompt": 5})", "prompt"},      // wrong type
       {ApiFlavor::Generate, R"({"prompt": ""})", "prompt"},
       {ApiFlavor::Generate, R"({"prompt": "x", "max_tokens": -1})", "max_tokens"},
       {ApiFlavor::Generate, R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
@@ -184,7 +188,8 @@ TEST(RequestBody, InvalidUtf8AndDeepNestingAreMalformedJson) {
       [] { parse_request_body(ApiFlavor::Generate, "{\"prompt\":\"\xff\xfe\"}", defaults()); });
   EXPECT_EQ(utf8.code, "invalid_json");
   std::string deep = "{\"prompt\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
-  ApiError nested = api_error_of([&] { parse_request_body(ApiFlavor::Generate, deep, defaults()); });
+  ApiError nested =
+      api_error_of([&] { parse_request_body(ApiFlavor::Generate, deep, defaults()); });
   EXPECT_EQ(nested.code, "invalid_json");
   EXPECT_NE(nested.message.find("nested"), std::string::npos);
 }
@@ -213,7 +218,8 @@ TEST(ApiErrorShape, IsOpenAiShaped) {
 }
 
 TEST(ChatTemplate, DetectsFamilies) {
-  EXPECT_EQ(detect_chat_template("{% for m in messages %}<|im_start|>{{m.role}}"), ChatTemplate::ChatMl);
+  EXPECT_EQ(detect_chat_template("{% for m in messages %}<|im_start|>{{m.role}}"),
+            ChatTemplate::ChatMl);
   EXPECT_EQ(detect_chat_template("<|start_header_id|>' + message['role']"), ChatTemplate::Llama3);
   EXPECT_EQ(detect_chat_template("{{ bos_token + '[INST] ' + content }}"), ChatTemplate::Llama2);
   EXPECT_EQ(detect_chat_template("<|user|>\n{{ m }}</s><|assistant|>"), ChatTemplate::Zephyr);
@@ -222,13 +228,14 @@ TEST(ChatTemplate, DetectsFamilies) {
 
 TEST(ChatTemplate, Renders) {
   std::vector<ChatMessage> m = {{"system", "S"}, {"user", "U"}};
-  EXPECT_EQ(render_chat(ChatTemplate::ChatMl, m),
-            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(
+      render_chat(ChatTemplate::ChatMl, m),
+      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render_chat(ChatTemplate::Llama3, m),
             "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user"
             "<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render_chat(ChatTemplate::Llama2, {{"system", "S"}, {"user", "U"}, {"assistant", "A"},
-                                               {"user", "V"}}),
+  EXPECT_EQ(render_chat(ChatTemplate::Llama2,
+                        {{"system", "S"}, {"user", "U"}, {"assistant", "A"}, {"user", "V"}}),
             "[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] V [/INST]");
   EXPECT_EQ(render_chat(ChatTemplate::Zephyr, m),
             "<|system|>\nS</s>\n<|user|>\nU</s>\n<|assistant|>\n");
