@@ -7,6 +7,13 @@
 // Quantised weights (Q8_0, Q4_0) are multiplied with activations quantised to Q8_0 once per
 // call: integer dot products per 32-element block, scaled by d_w * d_x (d_x rounded to f16)
 // and accumulated in float, which matches llama.cpp's numerics.
+//
+// With AVX-512 VNNI, prefill (kPackMinTokens tokens or more) uses a copy of the quantised weights
+// repacked once per tensor (see PackedWeights): 16 rows interleaved in 4-byte pieces, so one
+// 512-bit dpbusd advances the dots of 16 rows with a token at once and every lane ends up holding
+// the whole integer dot of one row; a float conversion and scale then serve 16 rows instead of
+// one. The copies live in a cache owned by this file (same size as the original tensors); decode
+// keeps reading the original weights.
 #include "kernels/matmul.h"
 
 #include <immintrin.h>
@@ -15,6 +22,8 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -388,6 +397,264 @@ void q_decode_rows(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a,
   }
 }
 
+// Splits [0, rows) into chunks handed out by an atomic counter and runs `body(r0, r1)`.
+template <typename Body>
+void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& body) {
+  if (pool.size() == 1 || rows <= chunk) {
+    body(int64_t{0}, rows);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  pool.run([&](int) {
+    for (;;) {
+      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
+      if (r0 >= rows) return;
+      body(r0, std::min(rows, r0 + chunk));
+    }
+  });
+}
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define K25_MATMUL_PACKED 1
+// GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the unused merge source,
+// which -Wmaybe-uninitialized reports at every use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+constexpr int kGroupRows = 16;
+constexpr int kPackTokens = 8;
+constexpr int kPackMinTokens = 16;
+// Packed copies beyond this total are evicted, least recently used first, so that loading
+// models one after another does not keep every old copy.
+constexpr size_t kMaxPackedBytes = size_t{8} << 30;
+
+#define K25_UNROLL8 _Pragma("GCC unroll 8")
+
+// Weights of one tensor in groups of kGroupRows rows. For group g and block b, the quants are
+// quant_bytes at quants + (g * n_blocks + b) * quant_bytes: piece k (64 bytes) holds bytes
+// [4k, 4k + 4) of the block's quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0
+// quants are stored offset by +128 (unsigned); Q4_0 keeps its nibble bytes as they are. The f16
+// scales are at scales + (g * n_blocks + b) * 16. Rows past the end are zero with scale 0.
+struct PackedWeights {
+  struct AlignedFree {
+    void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(64)); }
+  };
+  QKind kind;
+  int64_t rows = 0, n_blocks = 0, n_groups = 0;
+  size_t quant_bytes = 0;
+  std::unique_ptr<uint8_t[], AlignedFree> quants;
+  std::vector<uint16_t> scales;
+  size_t bytes() const {
+    return static_cast<size_t>(n_groups * n_blocks) * (quant_bytes + 2 * kGroupRows);
+  }
+};
+
+template <QKind K>
+void pack_groups(const uint8_t* w, size_t w_row_bytes, PackedWeights& p, int64_t g0, int64_t g1) {
+  constexpr uint8_t kZero = K == QKind::kQ8 ? 0x80 : 0x88;
+  for (int64_t g = g0; g < g1; ++g) {
+    for (int64_t b = 0; b < p.n_blocks; ++b) {
+      uint8_t* out = p.quants.get() + (g * p.n_blocks + b) * p.quant_bytes;
+      uint16_t* scales = p.scales.data() + (g * p.n_blocks + b) * kGroupRows;
+      for (int i = 0; i < kGroupRows; ++i) {
+        const int64_t r = g * kGroupRows + i;
+        if (r >= p.rows) {
+          scales[i] = 0;
+          for (size_t k = 0; k < p.quant_bytes / 64; ++k) std::memset(out + 64 * k + 4 * i, kZero, 4);
+          continue;
+        }
+        const auto& block = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes)[b];
+        scales[i] = block.d;
+        for (size_t k = 0; k < p.quant_bytes / 64; ++k) {
+          for (int j = 0; j < 4; ++j) {
+            const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
+            out[64 * k + 4 * i + j] = K == QKind::kQ8 ? q ^ 0x80 : q;
+          }
+        }
+      }
+    }
+  }
+}
+
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// y for the 16 rows of group g (the first valid_rows of them) and tokens [t0, t0 + T). The
+// activations' bias holds the full correction for the unsigned weight offset.
+template <QKind K, int T>
+void packed_tile(const PackedWeights& p, int64_t g, const QuantizedActs& a, int t0, float* y,
+                 int64_t y_stride, int valid_rows) {
+  const uint8_t* wq = p.quants.get() + g * p.n_blocks * p.quant_bytes;
+  const uint16_t* ws = p.scales.data() + g * p.n_blocks * kGroupRows;
+  const int8_t* xq = a.q + t0 * a.cols;
+  __m512 acc[T];
+  K25_UNROLL8
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    const int32_t* bias = a.bias + b * a.n_tokens + t0;
+    const int8_t* xb = xq + 32 * b;
+    __m512i dot[T];
+    K25_UNROLL8
+    for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(bias[t]);
+    if constexpr (K == QKind::kQ8) {
+      const uint8_t* w = wq + b * 512;
+      K25_UNROLL8
+      for (int k = 0; k < 8; ++k) {
+        const __m512i wv = _mm512_load_si512(w + 64 * k);
+        K25_UNROLL8
+        for (int t = 0; t < T; ++t) {
+          dot[t] = _mm512_dpbusd_epi32(dot[t], wv, broadcast4(xb + t * a.cols + 4 * k));
+        }
+      }
+    } else {
+      const uint8_t* w = wq + b * 256;
+      const __m512i low4 = _mm512_set1_epi8(0x0f);
+      K25_UNROLL8
+      for (int k = 0; k < 4; ++k) {
+        const __m512i v = _mm512_load_si512(w + 64 * k);
+        const __m512i lo = _mm512_and_si512(v, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        K25_UNROLL8
+        for (int t = 0; t < T; ++t) {
+          dot[t] = _mm512_dpbusd_epi32(dot[t], lo, broadcast4(xb + t * a.cols + 4 * k));
+          dot[t] = _mm512_dpbusd_epi32(dot[t], hi, broadcast4(xb + t * a.cols + 16 + 4 * k));
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + b * kGroupRows)));
+    const float* dx = a.d + b * a.n_tokens + t0;
+    K25_UNROLL8
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[t]), _mm512_mul_ps(dw, _mm512_set1_ps(dx[t])),
+                               acc[t]);
+    }
+  }
+  const __mmask16 mask = static_cast<__mmask16>((1u << valid_rows) - 1);
+  K25_UNROLL8
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * y_stride, mask, acc[t]);
+}
+
+using PackedTileFn = void (*)(const PackedWeights&, int64_t, const QuantizedActs&, int, float*,
+                              int64_t, int);
+template <QKind K>
+constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
+  return {&packed_tile<K, 1>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>,
+          &packed_tile<K, 5>, &packed_tile<K, 6>, &packed_tile<K, 7>, &packed_tile<K, 8>};
+}
+constexpr auto kQ8PackedTiles = packed_tiles<QKind::kQ8>();
+constexpr auto kQ4PackedTiles = packed_tiles<QKind::kQ4>();
+
+// Identifies the tensor a cache entry was packed from. The sampled words catch a buffer freed
+// and reused for other weights at the same address (tests do that); weights changed in place
+// are not supported.
+struct PackKey {
+  const void* data;
+  size_t bytes;
+  DType type;
+  int64_t rows;
+  uint64_t fingerprint;
+  bool operator==(const PackKey&) const = default;
+};
+
+uint64_t fingerprint(const uint8_t* data, size_t bytes) {
+  constexpr int kSamples = 64;
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ bytes;
+  for (int i = 0; i < kSamples && bytes >= 8; ++i) {
+    uint64_t v;
+    std::memcpy(&v, data + (bytes - 8) / (kSamples - 1) * i, 8);
+    h = (h ^ v) * 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+class PackCache {
+ public:
+  std::shared_ptr<const PackedWeights> get(const TensorView& w, QKind kind, size_t w_row_bytes,
+                                           ThreadPool& pool) {
+    const auto* data = static_cast<const uint8_t*>(w.data);
+    const PackKey key{w.data, w.bytes, w.type, w.n_rows(), fingerprint(data, w.bytes)};
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++clock_;
+    for (Entry& e : entries_) {
+      if (e.key == key) {
+        e.last_use = clock_;
+        return e.packed;
+      }
+    }
+    std::erase_if(entries_, [&](const Entry& e) { return e.key.data == key.data; });
+    auto p = std::make_shared<PackedWeights>();
+    p->kind = kind;
+    p->rows = key.rows;
+    p->n_blocks = w.row_length() / 32;
+    p->n_groups = (p->rows + kGroupRows - 1) / kGroupRows;
+    p->quant_bytes = kind == QKind::kQ8 ? 512 : 256;
+    const size_t quant_total = static_cast<size_t>(p->n_groups * p->n_blocks) * p->quant_bytes;
+    p->quants.reset(static_cast<uint8_t*>(::operator new(quant_total, std::align_val_t(64))));
+    p->scales.resize(static_cast<size_t>(p->n_groups * p->n_blocks) * kGroupRows);
+    parallel_rows(pool, p->n_groups, 8, [&](int64_t g0, int64_t g1) {
+      if (kind == QKind::kQ8) {
+        pack_groups<QKind::kQ8>(data, w_row_bytes, *p, g0, g1);
+      } else {
+        pack_groups<QKind::kQ4>(data, w_row_bytes, *p, g0, g1);
+      }
+    });
+    entries_.push_back({key, p, clock_});
+    size_t total = 0;
+    for (const Entry& e : entries_) total += e.packed->bytes();
+    while (total > kMaxPackedBytes && entries_.size() > 1) {
+      auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                     [](const Entry& x, const Entry& y) { return x.last_use < y.last_use; });
+      total -= oldest->packed->bytes();
+      entries_.erase(oldest);
+    }
+    return p;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+  }
+
+ private:
+  struct Entry {
+    PackKey key;
+    std::shared_ptr<const PackedWeights> packed;
+    uint64_t last_use;
+  };
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+  uint64_t clock_ = 0;
+};
+
+PackCache& pack_cache() {
+  static PackCache cache;
+  return cache;
+}
+
+void packed_matmul(const PackedWeights& p, const QuantizedActs& acts, float* y, ThreadPool& pool) {
+  const auto& tiles = p.kind == QKind::kQ8 ? kQ8PackedTiles : kQ4PackedTiles;
+  const int n_tokens = static_cast<int>(acts.n_tokens);
+  // Chunks of 4 groups (64 rows, 140 KB of Q8_0 weights at 2048 columns) stay in L2 while all
+  // token tiles pass over them.
+  const int64_t chunk = std::min<int64_t>(4, (p.n_groups + pool.size() - 1) / pool.size());
+  parallel_rows(pool, p.n_groups, chunk, [&](int64_t g0, int64_t g1) {
+    for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
+      const int nt = std::min(kPackTokens, n_tokens - t0);
+      for (int64_t g = g0; g < g1; ++g) {
+        const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, p.rows - g * kGroupRows));
+        tiles[nt - 1](p, g, acts, t0, y + g * kGroupRows, p.rows, valid);
+      }
+    }
+  });
+}
+
+#endif  // K25_MATMUL_PACKED
+
 // Tile function tables indexed [rows - 1][tokens - 1].
 using QTileFn = void (*)(const uint8_t*, size_t, const QuantizedActs&, int, float*, float*,
                          int64_t);
@@ -431,23 +698,6 @@ void quantize_tokens(const float* x, int t_begin, int t_end, int32_t bias_mult,
   }
 }
 
-// Splits [0, rows) into chunks handed out by an atomic counter and runs `body(r0, r1)`.
-template <typename Body>
-void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& body) {
-  if (pool.size() == 1 || rows <= chunk) {
-    body(int64_t{0}, rows);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  pool.run([&](int) {
-    for (;;) {
-      const int64_t r0 = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (r0 >= rows) return;
-      body(r0, std::min(rows, r0 + chunk));
-    }
-  });
-}
-
 int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
   // Decode: a few chunks per thread so a slowed thread does not hold everyone up. Prefill:
   // a panel of rows small enough to stay in L2 while all token tiles pass over it.
@@ -459,6 +709,12 @@ int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
 }
 
 }  // namespace
+
+void release_packed_weights() {
+#if defined(K25_MATMUL_PACKED)
+  pack_cache().clear();
+#endif
+}
 
 void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool) {
   const int64_t cols = w.row_length();
@@ -488,7 +744,13 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
                              cols,
                              n_blocks,
                              n_tokens};
+#if defined(K25_MATMUL_PACKED)
+    const bool packed = n_tokens >= kPackMinTokens;
+    // The packed kernel sums the 32 products of a block in one lane: the full offset correction.
+    const int32_t bias_mult = packed ? (kind == QKind::kQ8 ? 128 : 8) : bias_multiplier(kind);
+#else
     const int32_t bias_mult = bias_multiplier(kind);
+#endif
     if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
       pool.run([&](int i) {
         const int t0 = static_cast<int>(int64_t{n_tokens} * i / n_threads);
@@ -498,6 +760,12 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     } else {
       quantize_tokens(x, 0, n_tokens, bias_mult, acts);
     }
+#if defined(K25_MATMUL_PACKED)
+    if (packed) {
+      packed_matmul(*pack_cache().get(w, kind, w_row_bytes, pool), acts, y, pool);
+      return;
+    }
+#endif
     if (n_tokens == 1) {
       parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
         if (kind == QKind::kQ8) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <limits>
@@ -263,8 +264,17 @@ TEST(Engine, ShutdownCancelsEverything) {
   engine->submit(greedy({kBos, letter('a')}, 50), a.callback());
   model.wait_for_forward_calls(1);
   engine->submit(greedy({kBos, letter('a')}, 50), b.callback());
-  std::thread releaser([&] { model.release(); });
+  // Let forward calls through one at a time (never all 50 steps at once), so shutdown is what
+  // ends both requests; shutdown() joins the engine thread, which needs permits to get there.
+  std::atomic<bool> shut_down{false};
+  std::thread releaser([&] {
+    while (!shut_down) {
+      model.grant(1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  });
   engine->shutdown();
+  shut_down = true;
   releaser.join();
   EXPECT_EQ(a.wait().finish_reason, FinishReason::Cancelled);
   EXPECT_EQ(b.wait().finish_reason, FinishReason::Cancelled);

@@ -1,0 +1,85 @@
+#include "kv/page_pool.h"
+
+#include <algorithm>
+#include <limits>
+#include <new>
+
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+constexpr int kMaxShards = 1 << 14;  // page_shard_ stores shards in int16_t
+
+size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
+
+void PagePool::AlignedDelete::operator()(float* p) const {
+  ::operator delete[](p, std::align_val_t{kAlignment});
+}
+
+PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
+    : geometry_(geometry), budget_bytes_(budget_bytes), n_shards_(n_shards) {
+  if (geometry.page_tokens <= 0 || geometry.n_layers <= 0 || geometry.kv_dim <= 0) {
+    fail("KV page pool: page_tokens (", geometry.page_tokens, "), n_layers (", geometry.n_layers,
+         ") and kv_dim (", geometry.kv_dim, ") must be positive");
+  }
+  if (n_shards <= 0 || n_shards > kMaxShards || (n_shards & (n_shards - 1)) != 0) {
+    fail("KV page pool: l2_cache_shards must be a power of two in [1, ", kMaxShards, "], got ",
+         n_shards);
+  }
+  const size_t block_bytes = round_up(
+      size_t{static_cast<unsigned>(geometry.page_tokens)} * geometry.kv_dim * sizeof(float),
+      kAlignment);
+  block_floats_ = block_bytes / sizeof(float);
+  page_floats_ = block_floats_ * 2 * geometry.n_layers;
+  page_bytes_ = page_floats_ * sizeof(float);
+  // Page ids are 32-bit; a budget beyond that many pages is clipped, never exceeded.
+  pages_total_ = std::min<size_t>(budget_bytes / page_bytes_, std::numeric_limits<PageId>::max());
+  while (slab_shift_ < 31 && (page_bytes_ << (slab_shift_ + 1)) <= kSlabTargetBytes) ++slab_shift_;
+  slab_mask_ = (PageId{1} << slab_shift_) - 1;
+  shard_used_.assign(n_shards_, 0);
+}
+
+PagePool::~PagePool() = default;
+
+std::optional<PageId> PagePool::allocate(int shard) {
+  if (shard < 0 || shard >= n_shards_) return std::nullopt;
+  PageId page;
+  if (!free_list_.empty()) {
+    page = free_list_.back();
+    free_list_.pop_back();
+  } else if (next_fresh_ < pages_total_) {
+    page = next_fresh_++;
+    page_shard_.push_back(-1);  // grows with the pages handed out, not with the budget
+    const size_t slab = page >> slab_shift_;
+    if (slab == slabs_.size()) {
+      // The last slab is cut short so that slab memory never passes pages_total_ pages.
+      const size_t first = slab << slab_shift_;
+      const size_t n_pages = std::min<size_t>(size_t{1} << slab_shift_, pages_total_ - first);
+      const size_t bytes = n_pages * page_bytes_;
+      slabs_.emplace_back(static_cast<float*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+      bytes_allocated_ += bytes;
+    }
+  } else {
+    return std::nullopt;
+  }
+  page_shard_[page] = static_cast<int16_t>(shard);
+  ++shard_used_[shard];
+  ++pages_used_;
+  return page;
+}
+
+void PagePool::free(PageId page) {
+  if (page >= next_fresh_ || page_shard_[page] < 0) {
+    fail("KV page pool: freeing page ", page, ", which is not allocated");
+  }
+  --shard_used_[page_shard_[page]];
+  page_shard_[page] = -1;
+  --pages_used_;
+  free_list_.push_back(page);
+}
+
+}  // namespace k25

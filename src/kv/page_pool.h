@@ -1,0 +1,101 @@
+// The L2 KV tier's memory: fixed-size pages carved from slabs under a hard byte budget.
+//
+// One page holds `page_tokens` consecutive positions of one sequence for every layer, K and V:
+//   [layer 0 K][layer 0 V][layer 1 K][layer 1 V] ...   each block: page_tokens rows of kv_dim
+// floats, so a layer's K (or V) rows inside a page are contiguous, as KvCache::keys() promises.
+// Every block starts on a 64-byte boundary (attention reads rows with SIMD loads).
+//
+// Slabs are allocated lazily, the first time a page in them is handed out, and are kept until
+// the pool dies; page memory (slabs) never exceeds the budget given at construction. The pool's
+// own bookkeeping (a few bytes per page) is outside the budget.
+//
+// Pages are tagged with a position shard (R-KV / l2_cache_shards): shard_of(position) =
+// (position / page_tokens) % n_shards, so consecutive pages of a sequence stripe across shards
+// and every shard holds an even share of every sequence. Per-shard counters let later tiers
+// decide which shards to keep resident or load.
+//
+// Thread-safety: none inside. allocate()/free() must come from one thread (the engine's);
+// keys()/values() only read immutable slab pointers and may run concurrently with each other.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace k25 {
+
+using PageId = uint32_t;
+
+struct PageGeometry {
+  int page_tokens = 16;  // positions per page
+  int n_layers = 0;
+  int kv_dim = 0;  // floats per K (or V) row
+};
+
+class PagePool {
+ public:
+  static constexpr size_t kAlignment = 64;
+  // Slabs are about this size (a power-of-two number of pages, at least one page).
+  static constexpr size_t kSlabTargetBytes = size_t{2} << 20;
+
+  // Throws k25::Error when the geometry is not positive or n_shards is not a power of two.
+  // A budget smaller than one page gives a pool with zero pages.
+  PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards = 1);
+  ~PagePool();
+  PagePool(const PagePool&) = delete;
+  PagePool& operator=(const PagePool&) = delete;
+
+  // A free page tagged with `shard`, or nullopt when every page of the budget is in use (or the
+  // shard is out of range). Reuses released pages first, most recently released first.
+  std::optional<PageId> allocate(int shard);
+  // Returns a page to the pool. Throws k25::Error on an id that is not currently allocated.
+  void free(PageId page);
+
+  // Start of `layer`'s K (or V) block in `page`: page_tokens rows, kv_dim floats apart.
+  float* keys(PageId page, int layer) const { return page_base(page) + layer * 2 * block_floats_; }
+  float* values(PageId page, int layer) const {
+    return page_base(page) + (layer * 2 + 1) * block_floats_;
+  }
+
+  int shard_of(int position) const { return (position / geometry_.page_tokens) & (n_shards_ - 1); }
+  int shard_of_page(PageId page) const { return page_shard_[page]; }
+
+  const PageGeometry& geometry() const { return geometry_; }
+  int n_shards() const { return n_shards_; }
+  size_t page_bytes() const { return page_bytes_; }  // including alignment padding
+  size_t budget_bytes() const { return budget_bytes_; }
+  size_t pages_total() const { return pages_total_; }
+  size_t pages_used() const { return pages_used_; }
+  size_t pages_free() const { return pages_total_ - pages_used_; }
+  size_t shard_pages_used(int shard) const { return shard_used_[shard]; }
+  size_t bytes_allocated() const { return bytes_allocated_; }  // slab memory taken so far
+
+ private:
+  struct AlignedDelete {
+    void operator()(float* p) const;
+  };
+  float* page_base(PageId page) const {
+    return slabs_[page >> slab_shift_].get() + (page & slab_mask_) * page_floats_;
+  }
+
+  PageGeometry geometry_;
+  size_t budget_bytes_;
+  int n_shards_;
+  size_t block_floats_ = 0;  // one layer's K (or V) block, padded to kAlignment
+  size_t page_floats_ = 0;
+  size_t page_bytes_ = 0;
+  size_t pages_total_ = 0;
+  int slab_shift_ = 0;  // pages per slab = 1 << slab_shift_
+  PageId slab_mask_ = 0;
+  std::vector<std::unique_ptr<float[], AlignedDelete>> slabs_;
+  size_t bytes_allocated_ = 0;
+  PageId next_fresh_ = 0;  // pages [next_fresh_, pages_total_) were never handed out
+  std::vector<PageId> free_list_;
+  std::vector<int16_t> page_shard_;  // -1 = not allocated
+  std::vector<size_t> shard_used_;
+  size_t pages_used_ = 0;
+};
+
+}  // namespace k25

@@ -1,0 +1,86 @@
+#include "kv/paged_kv_cache.h"
+
+#include "util/error.h"
+
+namespace k25 {
+
+PagedKvCache::PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
+                           int page_tokens, int n_shards)
+    : n_layers_(n_layers),
+      kv_dim_(kv_dim),
+      max_positions_(max_positions),
+      page_tokens_(page_tokens),
+      pool_(PageGeometry{page_tokens, n_layers, kv_dim}, budget_bytes, n_shards) {}
+
+long PagedKvCache::pages_missing(int seq, int n_positions) const {
+  if (seq < 0 || n_positions > max_positions_) return -1;
+  const long needed = (static_cast<long>(n_positions) + page_tokens_ - 1) / page_tokens_;
+  const long held =
+      static_cast<size_t>(seq) < tables_.size() ? static_cast<long>(tables_[seq].size()) : 0;
+  return needed > held ? needed - held : 0;
+}
+
+bool PagedKvCache::can_reserve(int seq, int n_positions) const {
+  const long missing = pages_missing(seq, n_positions);
+  return missing >= 0 && static_cast<size_t>(missing) <= pool_.pages_free();
+}
+
+void PagedKvCache::reserve(int seq, int n_positions) {
+  if (seq < 0) fail("KV cache: negative sequence id ", seq);
+  if (n_positions > max_positions_) {
+    fail("KV cache: sequence needs ", n_positions, " positions but the context holds ",
+         max_positions_);
+  }
+  const long missing = pages_missing(seq, n_positions);
+  if (missing == 0) return;
+  // All or nothing: a failed reserve leaves the sequence and the pool as they were.
+  if (static_cast<size_t>(missing) > pool_.pages_free()) {
+    fail("KV pool exhausted: ", pool_.pages_used(), " pages of ", pool_.pages_total(),
+         " in use; sequence ", seq, " needs ", missing, " more for ", n_positions,
+         " positions (budget ", pool_.budget_bytes(), " bytes, ", pool_.page_bytes(),
+         " bytes per page)");
+  }
+  if (static_cast<size_t>(seq) >= tables_.size()) tables_.resize(seq + 1);
+  std::vector<PageId>& table = tables_[seq];
+  for (long i = 0; i < missing; ++i) {
+    const int first_position = static_cast<int>(table.size()) * page_tokens_;
+    // Cannot be empty: pages_free() was checked above and the pool has no other user.
+    table.push_back(*pool_.allocate(pool_.shard_of(first_position)));
+  }
+}
+
+void PagedKvCache::clear(int seq) {
+  if (seq < 0 || static_cast<size_t>(seq) >= tables_.size()) return;
+  for (PageId page : tables_[seq]) pool_.free(page);
+  tables_[seq].clear();
+  tables_[seq].shrink_to_fit();
+}
+
+const std::vector<PageId>& PagedKvCache::page_table(int seq) const {
+  static const std::vector<PageId> kEmpty;
+  if (seq < 0 || static_cast<size_t>(seq) >= tables_.size()) return kEmpty;
+  return tables_[seq];
+}
+
+float* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) const {
+  const std::vector<PageId>& table = page_table(seq);
+  if (pos < 0 || static_cast<size_t>(pos) >= table.size() * page_tokens_) {
+    fail("KV cache: position ", pos, " of sequence ", seq, " not reserved");
+  }
+  if (layer < 0 || layer >= n_layers_) fail("KV cache: layer ", layer, " of ", n_layers_);
+  const PageId page = table[pos / page_tokens_];
+  const int offset = pos % page_tokens_;
+  *n_contiguous = page_tokens_ - offset;
+  float* block = value ? pool_.values(page, layer) : pool_.keys(page, layer);
+  return block + static_cast<size_t>(offset) * kv_dim_;
+}
+
+float* PagedKvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, false, n_contiguous);
+}
+
+float* PagedKvCache::values(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, true, n_contiguous);
+}
+
+}  // namespace k25

@@ -1,0 +1,54 @@
+// The L2 KV tier (SPEC R-KV1): a KvCache whose memory is pages from a bounded PagePool.
+// Each sequence has a page table (page ids, one per page_tokens positions); reserve() takes
+// pages on demand, clear() gives them back at once. Nothing is set aside for the context
+// length, and the pool never grows past its byte budget: when it is full, reserve() throws
+// k25::Error("KV pool exhausted: ...") so the caller can preempt or queue; can_reserve() asks
+// first without committing anything.
+//
+// Thread-safety: reserve() and clear() from one thread. keys()/values() only read the page
+// tables, so the attention workers may call them concurrently while no reserve()/clear() runs.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "kv/page_pool.h"
+#include "model/kv_cache.h"
+
+namespace k25 {
+
+class PagedKvCache final : public KvCache {
+ public:
+  static constexpr int kDefaultPageTokens = 16;  // see docs/kv-cache.md for the measurement
+
+  // Throws k25::Error on a non-positive shape or a shard count that is not a power of two.
+  PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
+               int page_tokens = kDefaultPageTokens, int n_shards = 1);
+
+  void reserve(int seq, int n_positions) override;
+  void clear(int seq) override;
+  float* keys(int seq, int layer, int pos, int* n_contiguous) override;
+  float* values(int seq, int layer, int pos, int* n_contiguous) override;
+
+  // Whether reserve(seq, n_positions) would succeed now.
+  bool can_reserve(int seq, int n_positions) const;
+  // The page ids of `seq`, in position order (empty for an unknown sequence).
+  const std::vector<PageId>& page_table(int seq) const;
+
+  size_t bytes_used() const { return pool_.pages_used() * pool_.page_bytes(); }
+  size_t bytes_budget() const { return pool_.budget_bytes(); }
+  size_t pages_used() const { return pool_.pages_used(); }
+  const PagePool& pool() const { return pool_; }
+
+ private:
+  // Pages `seq` still needs to hold n_positions, or -1 when the request is invalid.
+  long pages_missing(int seq, int n_positions) const;
+  // Row `pos` of `layer` (K or V) and the positions left in its page.
+  float* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
+
+  int n_layers_, kv_dim_, max_positions_, page_tokens_;
+  PagePool pool_;
+  std::vector<std::vector<PageId>> tables_;  // by sequence id
+};
+
+}  // namespace k25

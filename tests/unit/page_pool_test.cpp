@@ -1,0 +1,143 @@
+#include "kv/page_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+bool aligned(const float* p) { return reinterpret_cast<uintptr_t>(p) % PagePool::kAlignment == 0; }
+
+// Allocates every page the pool will give (in shard 0) and returns their ids.
+std::vector<PageId> allocate_all(PagePool& pool) {
+  std::vector<PageId> pages;
+  while (auto page = pool.allocate(0)) pages.push_back(*page);
+  return pages;
+}
+
+TEST(PagePool, NeverExceedsItsBudget) {
+  // 3 positions x 5 floats = 60 bytes per block, padded to 64: 2 layers x K,V = 256 bytes a page.
+  const PageGeometry geometry{/*page_tokens=*/3, /*n_layers=*/2, /*kv_dim=*/5};
+  for (size_t budget : {size_t{0}, size_t{255}, size_t{256}, size_t{1000}, size_t{5} << 20}) {
+    PagePool pool(geometry, budget);
+    EXPECT_EQ(pool.page_bytes(), 256u);
+    EXPECT_EQ(pool.bytes_allocated(), 0u) << "slabs must be allocated lazily";
+    const std::vector<PageId> pages = allocate_all(pool);
+    EXPECT_EQ(pages.size(), budget / 256);
+    EXPECT_LE(pages.size() * pool.page_bytes(), budget);
+    EXPECT_LE(pool.bytes_allocated(), budget);
+    EXPECT_EQ(pool.pages_used(), pages.size());
+    EXPECT_EQ(pool.pages_total(), pages.size());
+    EXPECT_EQ(pool.pages_free(), 0u);
+    EXPECT_FALSE(pool.allocate(0).has_value());
+    EXPECT_EQ(std::set<PageId>(pages.begin(), pages.end()).size(), pages.size());
+  }
+}
+
+TEST(PagePool, AllocatesSlabsOnlyAsPagesAreNeeded) {
+  const PageGeometry geometry{16, 4, 256};  // 16 KiB blocks, 128 KiB pages: 16 pages per slab
+  PagePool pool(geometry, size_t{40} * 128 * 1024);
+  ASSERT_EQ(pool.pages_total(), 40u);
+  pool.allocate(0);
+  EXPECT_EQ(pool.bytes_allocated(), PagePool::kSlabTargetBytes);
+  for (int i = 1; i < 17; ++i) pool.allocate(0);
+  EXPECT_EQ(pool.bytes_allocated(), 2 * PagePool::kSlabTargetBytes);
+  allocate_all(pool);
+  EXPECT_EQ(pool.bytes_allocated(), pool.budget_bytes()) << "the last slab holds the 8 left";
+}
+
+TEST(PagePool, BlocksAreAlignedDisjointAndKeepTheirData) {
+  const PageGeometry geometry{3, 2, 5};
+  PagePool pool(geometry, size_t{3} << 20);  // several slabs of 256-byte pages
+  const std::vector<PageId> pages = allocate_all(pool);
+  auto fill = [&](PageId page, int layer, bool value) {
+    return static_cast<float>(page * 4 + layer * 2 + (value ? 1 : 0));
+  };
+  for (PageId page : pages) {
+    for (int layer = 0; layer < geometry.n_layers; ++layer) {
+      for (bool value : {false, true}) {
+        float* block = value ? pool.values(page, layer) : pool.keys(page, layer);
+        ASSERT_TRUE(aligned(block));
+        std::fill(block, block + geometry.page_tokens * geometry.kv_dim, fill(page, layer, value));
+      }
+    }
+  }
+  for (PageId page : pages) {
+    for (int layer = 0; layer < geometry.n_layers; ++layer) {
+      for (bool value : {false, true}) {
+        const float* block = value ? pool.values(page, layer) : pool.keys(page, layer);
+        for (int i = 0; i < geometry.page_tokens * geometry.kv_dim; ++i) {
+          ASSERT_EQ(block[i], fill(page, layer, value)) << "page " << page << " layer " << layer;
+        }
+      }
+    }
+  }
+}
+
+TEST(PagePool, FreedPagesAreReused) {
+  PagePool pool({4, 1, 16}, 10 * 512);
+  std::vector<PageId> pages = allocate_all(pool);
+  ASSERT_EQ(pages.size(), 10u);
+  pool.free(pages[3]);
+  pool.free(pages[7]);
+  EXPECT_EQ(pool.pages_used(), 8u);
+  EXPECT_EQ(pool.pages_free(), 2u);
+  EXPECT_EQ(pool.allocate(0), pages[7]);  // most recently freed first: still warm in cache
+  EXPECT_EQ(pool.allocate(0), pages[3]);
+  EXPECT_FALSE(pool.allocate(0).has_value());
+  EXPECT_EQ(pool.bytes_allocated(), 10u * 512);
+}
+
+TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
+  PagePool pool({4, 1, 16}, 10 * 512);
+  const PageId page = *pool.allocate(0);
+  pool.free(page);
+  EXPECT_THROW(pool.free(page), Error);
+  EXPECT_THROW(pool.free(page + 1), Error);  // never handed out
+  EXPECT_THROW(pool.free(1000), Error);      // beyond the pool
+  EXPECT_EQ(pool.pages_used(), 0u);
+}
+
+TEST(PagePool, CountsPagesPerPositionShard) {
+  PagePool pool({/*page_tokens=*/16, 1, 16}, 100 * 2048, /*n_shards=*/4);
+  EXPECT_EQ(pool.shard_of(0), 0);
+  EXPECT_EQ(pool.shard_of(15), 0);
+  EXPECT_EQ(pool.shard_of(16), 1);
+  EXPECT_EQ(pool.shard_of(63), 3);
+  EXPECT_EQ(pool.shard_of(64), 0);
+  EXPECT_EQ(pool.shard_of(16 * 4 * 1000 + 35), 2);
+
+  std::vector<PageId> pages;
+  for (int i = 0; i < 10; ++i) pages.push_back(*pool.allocate(pool.shard_of(i * 16)));
+  EXPECT_EQ(pool.shard_pages_used(0), 3u);  // pages 0, 4, 8
+  EXPECT_EQ(pool.shard_pages_used(1), 3u);  // 1, 5, 9
+  EXPECT_EQ(pool.shard_pages_used(2), 2u);
+  EXPECT_EQ(pool.shard_pages_used(3), 2u);
+  EXPECT_EQ(pool.shard_of_page(pages[6]), 2);
+  pool.free(pages[6]);
+  pool.free(pages[2]);
+  EXPECT_EQ(pool.shard_pages_used(2), 0u);
+  // A reused page takes the shard of its new position.
+  const PageId reused = *pool.allocate(3);
+  EXPECT_EQ(pool.shard_of_page(reused), 3);
+  EXPECT_EQ(pool.shard_pages_used(3), 3u);
+  EXPECT_FALSE(pool.allocate(4).has_value());
+  EXPECT_FALSE(pool.allocate(-1).has_value());
+  EXPECT_EQ(pool.pages_used(), 9u);
+}
+
+TEST(PagePool, RejectsBadShapes) {
+  EXPECT_THROW(PagePool({16, 1, 16}, 1 << 20, 3), Error);
+  EXPECT_THROW(PagePool({16, 1, 16}, 1 << 20, 0), Error);
+  EXPECT_THROW(PagePool({0, 1, 16}, 1 << 20), Error);
+  EXPECT_THROW(PagePool({16, 0, 16}, 1 << 20), Error);
+  EXPECT_THROW(PagePool({16, 1, -2}, 1 << 20), Error);
+  EXPECT_NO_THROW(PagePool({16, 1, 16}, 1 << 20, 8));
+}
+
+}  // namespace
+}  // namespace k25

@@ -1,0 +1,258 @@
+#include "kv/paged_kv_cache.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+
+#include "model/model.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A value that names its (sequence, layer, K/V, position, element) slot.
+float tag(int seq, int layer, bool value, int pos, int i) {
+  return static_cast<float>((((seq * 8 + layer) * 2 + (value ? 1 : 0)) * 1000 + pos) * 16 + i);
+}
+
+void write_row(KvCache& kv, int seq, int layer, int pos, int kv_dim) {
+  int run = 0;
+  float* k = kv.keys(seq, layer, pos, &run);
+  float* v = kv.values(seq, layer, pos, &run);
+  for (int i = 0; i < kv_dim; ++i) {
+    k[i] = tag(seq, layer, false, pos, i);
+    v[i] = tag(seq, layer, true, pos, i);
+  }
+}
+
+// Reads positions [0, n) run by run, as attention does, and checks every element.
+void expect_rows(KvCache& kv, int seq, int n_layers, int n, int kv_dim) {
+  for (int layer = 0; layer < n_layers; ++layer) {
+    for (bool value : {false, true}) {
+      for (int p = 0; p < n;) {
+        int run = 0;
+        const float* row = value ? kv.values(seq, layer, p, &run) : kv.keys(seq, layer, p, &run);
+        ASSERT_GE(run, 1);
+        for (const int stop = std::min(n, p + run); p < stop; ++p, row += kv_dim) {
+          for (int i = 0; i < kv_dim; ++i) {
+            ASSERT_EQ(row[i], tag(seq, layer, value, p, i))
+                << "seq " << seq << " layer " << layer << " pos " << p << " value " << value;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PagedKvCache, RowsSurvivePageBoundaries) {
+  const int n_layers = 2, kv_dim = 5, page = 3;
+  PagedKvCache kv(n_layers, kv_dim, 100, 1 << 20, page);
+  EXPECT_EQ(kv.pages_used(), 0u);
+  kv.reserve(0, 11);
+  EXPECT_EQ(kv.pages_used(), 4u);  // ceil(11 / 3)
+  EXPECT_EQ(kv.bytes_used(), 4 * kv.pool().page_bytes());
+  for (int layer = 0; layer < n_layers; ++layer) {
+    for (int pos = 0; pos < 11; ++pos) {
+      int run = 0;
+      const float* row = kv.keys(0, layer, pos, &run);
+      EXPECT_EQ(run, page - pos % page);
+      if (pos % page == 0) {
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(row) % PagePool::kAlignment, 0u) << "pos " << pos;
+      }
+      write_row(kv, 0, layer, pos, kv_dim);
+    }
+  }
+  expect_rows(kv, 0, n_layers, 11, kv_dim);
+  kv.reserve(0, 30);  // growing keeps earlier rows in place
+  expect_rows(kv, 0, n_layers, 11, kv_dim);
+  int run = 0;
+  EXPECT_NO_THROW(kv.keys(0, 0, 29, &run));
+  EXPECT_THROW(kv.keys(0, 0, 30, &run), Error);
+  EXPECT_THROW(kv.keys(0, 2, 0, &run), Error);
+  EXPECT_THROW(kv.values(1, 0, 0, &run), Error);
+}
+
+TEST(PagedKvCache, InterleavedSequencesKeepSeparatePages) {
+  const int n_layers = 3, kv_dim = 4;
+  PagedKvCache kv(n_layers, kv_dim, 64, 1 << 20, /*page_tokens=*/4);
+  for (int pos = 0; pos < 23; ++pos) {
+    for (int seq : {0, 5}) {  // one position of each in turn, as a batched decode would
+      kv.reserve(seq, pos + 1);
+      for (int layer = 0; layer < n_layers; ++layer) write_row(kv, seq, layer, pos, kv_dim);
+    }
+  }
+  expect_rows(kv, 0, n_layers, 23, kv_dim);
+  expect_rows(kv, 5, n_layers, 23, kv_dim);
+  std::set<PageId> pages(kv.page_table(0).begin(), kv.page_table(0).end());
+  pages.insert(kv.page_table(5).begin(), kv.page_table(5).end());
+  EXPECT_EQ(pages.size(), 12u);
+  EXPECT_EQ(kv.pages_used(), 12u);
+  EXPECT_TRUE(kv.page_table(3).empty());
+}
+
+TEST(PagedKvCache, ClearReturnsPagesAtOnce) {
+  const int kv_dim = 8;
+  PagedKvCache kv(1, kv_dim, 64, 1 << 20, 4);
+  kv.reserve(0, 10);
+  kv.reserve(1, 10);
+  const size_t both = kv.bytes_used();
+  kv.clear(0);
+  EXPECT_EQ(kv.pages_used(), 3u);
+  EXPECT_EQ(kv.bytes_used(), both / 2);
+  int run = 0;
+  EXPECT_THROW(kv.keys(0, 0, 0, &run), Error);
+  kv.clear(1);
+  kv.clear(7);   // unknown sequences are a no-op
+  kv.clear(-1);
+  EXPECT_EQ(kv.pages_used(), 0u);
+  EXPECT_EQ(kv.bytes_used(), 0u);
+  kv.reserve(0, 5);  // pages come back from the pool
+  write_row(kv, 0, 0, 4, kv_dim);
+  expect_rows(kv, 0, 1, 5, kv_dim);
+}
+
+TEST(PagedKvCache, ReserveBeyondTheBudgetThrowsAndChangesNothing) {
+  PagedKvCache probe(2, 8, 1000, 1 << 20, 4);
+  const size_t page_bytes = probe.pool().page_bytes();
+  PagedKvCache kv(2, 8, 1000, 4 * page_bytes + page_bytes / 2, 4);
+  EXPECT_EQ(kv.bytes_budget(), 4 * page_bytes + page_bytes / 2);
+  kv.reserve(0, 12);  // 3 pages
+  try {
+    kv.reserve(1, 8);  // 2 pages, 1 free
+    FAIL() << "expected the pool to be exhausted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("KV pool exhausted: 3 pages of 4 in use"));
+  }
+  EXPECT_EQ(kv.pages_used(), 3u) << "a failed reserve takes no pages";
+  EXPECT_TRUE(kv.page_table(1).empty());
+  kv.reserve(1, 4);
+  EXPECT_LE(kv.bytes_used(), kv.bytes_budget());
+  EXPECT_THROW(kv.reserve(0, 13), Error);
+  EXPECT_THROW(kv.reserve(0, 1001), Error);  // beyond the context
+  EXPECT_THROW(kv.reserve(-1, 1), Error);
+  kv.clear(0);
+  EXPECT_NO_THROW(kv.reserve(1, 16));
+}
+
+TEST(PagedKvCache, CanReserveAgreesWithReserve) {
+  PagedKvCache probe(1, 4, 40, 1 << 20, 3);
+  PagedKvCache kv(1, 4, 40, 7 * probe.pool().page_bytes(), 3);
+  // A fixed walk of requests that fills, overflows and drains the pool.
+  const int requests[][2] = {{0, 5},  {1, 9},  {0, 6},  {2, 4},  {0, 7},  {2, 6},  {1, 12},
+                             {3, 1},  {0, 41}, {-2, 1}, {2, 0},  {2, -3}, {1, 40}, {4, 3}};
+  for (const auto& [seq, n] : requests) {
+    const bool predicted = kv.can_reserve(seq, n);
+    const size_t pages_before = kv.pages_used();
+    bool succeeded = true;
+    try {
+      kv.reserve(seq, n);
+    } catch (const Error&) {
+      succeeded = false;
+      EXPECT_EQ(kv.pages_used(), pages_before);
+    }
+    EXPECT_EQ(predicted, succeeded) << "reserve(" << seq << ", " << n << ")";
+    if (seq == 1 && n == 12) kv.clear(0);
+  }
+  EXPECT_EQ(kv.pages_used(), 7u);
+}
+
+TEST(PagedKvCache, PagesCarryTheShardOfTheirPositions) {
+  PagedKvCache kv(1, 4, 100, 1 << 20, /*page_tokens=*/4, /*n_shards=*/2);
+  kv.reserve(0, 20);  // pages at positions 0, 4, 8, 12, 16
+  kv.reserve(1, 5);   // positions 0, 4
+  EXPECT_EQ(kv.pool().shard_pages_used(0), 4u);
+  EXPECT_EQ(kv.pool().shard_pages_used(1), 3u);
+  EXPECT_EQ(kv.pool().shard_of_page(kv.page_table(0)[3]), 1);
+  kv.clear(0);
+  EXPECT_EQ(kv.pool().shard_pages_used(0), 1u);
+  EXPECT_EQ(kv.pool().shard_pages_used(1), 1u);
+  EXPECT_THROW(PagedKvCache(1, 4, 100, 1 << 20, 4, 6), Error);
+}
+
+// The forward pass through a PagedKvCache gives the logits it gives through a ContiguousKvCache.
+class PagedKvCacheModel : public ::testing::TestWithParam<int> {
+ protected:
+  static float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    return worst;
+  }
+
+  // Runs prompts (one per sequence, all prefilled in one interleaved batch), then `steps`
+  // batched greedy decode steps, with the given cache; returns all logits in order. Decode
+  // tokens are the argmax of `reference` when given, so both caches see the same inputs.
+  static std::vector<float> run(Model& model, KvCache& kv,
+                                const std::vector<std::vector<TokenId>>& prompts, int steps,
+                                const std::vector<float>* reference) {
+    ThreadPool pool(2);
+    const int n_vocab = model.config().n_vocab;
+    const int n_seq = static_cast<int>(prompts.size());
+    std::vector<BatchToken> batch;
+    size_t longest = 0;
+    for (const auto& p : prompts) longest = std::max(longest, p.size());
+    for (size_t i = 0; i < longest; ++i) {
+      for (int s = 0; s < n_seq; ++s) {
+        if (i < prompts[s].size()) batch.push_back({prompts[s][i], static_cast<int>(i), s, true});
+      }
+    }
+    std::vector<float> all(batch.size() * n_vocab);
+    model.forward(batch, kv, all.data(), pool);
+    std::vector<int> length(n_seq);
+    for (int s = 0; s < n_seq; ++s) length[s] = static_cast<int>(prompts[s].size());
+    const std::vector<float>& source = reference ? *reference : all;
+    // The last logits row of each sequence in the prefill batch.
+    std::vector<size_t> last_row(n_seq);
+    for (size_t r = 0; r < batch.size(); ++r) last_row[batch[r].seq] = r;
+    for (int step = 0; step < steps; ++step) {
+      std::vector<BatchToken> decode;
+      for (int s = 0; s < n_seq; ++s) {
+        const float* row = source.data() + last_row[s] * n_vocab;
+        const TokenId next = static_cast<TokenId>(std::max_element(row, row + n_vocab) - row);
+        decode.push_back({next, length[s]++, s, true});
+      }
+      const size_t first = all.size() / n_vocab;
+      all.resize(all.size() + decode.size() * n_vocab);
+      model.forward(decode, kv, all.data() + first * n_vocab, pool);
+      for (int s = 0; s < n_seq; ++s) last_row[s] = first + s;
+    }
+    return all;
+  }
+};
+
+TEST_P(PagedKvCacheModel, LogitsEqualContiguousCache) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
+  const ModelConfig& c = model->config();
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<std::vector<TokenId>> cases[] = {
+      {tok.encode("Once upon a time there was a little dog named Max", true, false)},
+      {tok.encode("Lily and Ben went to the park", true, false),
+       tok.encode("The cat sat on the mat and looked at the big red ball", true, false)},
+  };
+  for (const auto& prompts : cases) {
+    ContiguousKvCache contiguous(c.n_layers, c.kv_dim(), c.context_length);
+    const std::vector<float> expected = run(*model, contiguous, prompts, 6, nullptr);
+    PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 8 << 20, GetParam(), 4);
+    const std::vector<float> got = run(*model, paged, prompts, 6, &expected);
+    ASSERT_EQ(got.size(), expected.size());
+    EXPECT_LE(max_abs_diff(got, expected), 1e-5f)
+        << prompts.size() << " sequence(s), page_tokens " << GetParam();
+    size_t positions = 0;
+    for (const auto& p : prompts) positions += p.size() + 6;
+    EXPECT_LE(paged.pages_used() * static_cast<size_t>(GetParam()),
+              positions + prompts.size() * (GetParam() - 1))
+        << "pages follow the positions written, not the context";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PageTokens, PagedKvCacheModel, ::testing::Values(1, 3, 16));
+
+}  // namespace
+}  // namespace k25
