@@ -4,11 +4,6 @@
 // (the only byte order k25 targets; a big-endian file shows up as an absurd version number).
 #include "model/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -18,6 +13,7 @@
 #include <utility>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace k25 {
 
@@ -481,41 +477,13 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std:
 }
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    fail(path, ": cannot stat: ", std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    fail(path, ": empty file, not a GGUF model");
-  }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int map_err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) fail(path, ": cannot mmap: ", std::strerror(map_err));
-  try {
-    std::unique_ptr<GgufFile> file = parse(static_cast<const uint8_t*>(map), size, path);
-    file->mapping_ = map;
-    file->mapping_bytes_ = size;
-    return file;
-  } catch (...) {
-    munmap(map, size);
-    throw;
-  }
+  std::unique_ptr<MappedFile> mapping = MappedFile::open(path, "GGUF model");
+  std::unique_ptr<GgufFile> file = parse(mapping->data(), mapping->size(), path);
+  file->mapping_ = std::move(mapping);
+  return file;
 }
 
-GgufFile::~GgufFile() {
-  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
-}
+GgufFile::~GgufFile() = default;
 
 bool GgufFile::has(std::string_view key) const {
   return find(key) != nullptr;

@@ -14,6 +14,8 @@
 
 namespace k25 {
 
+class MappedFile;
+
 // GGUF metadata value types (the file's type ids).
 enum class GgufType : uint32_t {
   U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
@@ -70,8 +72,7 @@ class GgufFile {
   uint32_t version_ = 0;
   std::map<std::string, GgufValue, std::less<>> metadata_;
   std::vector<TensorView> tensors_;
-  void* mapping_ = nullptr;
-  size_t mapping_bytes_ = 0;
+  std::unique_ptr<MappedFile> mapping_;  // null for parse()d buffers
   friend class GgufParser;
 };
 

@@ -3,11 +3,6 @@
 // the data section; offsets are relative to its start. Nothing in the header is trusted.
 #include "model/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -20,6 +15,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace k25 {
 
@@ -82,26 +78,6 @@ bool to_u64(const json& j, uint64_t* out) {
   return true;
 }
 
-// Maps a file read-only; the caller owns the mapping.
-std::pair<void*, size_t> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, ": cannot open: ", std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(path, ": not a readable regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
-  if (size == 0) {
-    ::close(fd);
-    fail(path, ": empty file, not a safetensors file");
-  }
-  void* map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);
-  if (map == MAP_FAILED) fail(path, ": cannot mmap: ", std::strerror(err));
-  return {map, size};
-}
 
 struct Entry {
   TensorView view;
@@ -219,21 +195,13 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t* data, siz
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  auto [map, size] = map_file(path);
-  try {
-    std::unique_ptr<SafetensorsFile> file = parse(static_cast<const uint8_t*>(map), size, path);
-    file->mapping_ = map;
-    file->mapping_bytes_ = size;
-    return file;
-  } catch (...) {
-    munmap(map, size);
-    throw;
-  }
+  std::unique_ptr<MappedFile> mapping = MappedFile::open(path, "safetensors file");
+  std::unique_ptr<SafetensorsFile> file = parse(mapping->data(), mapping->size(), path);
+  file->mapping_ = std::move(mapping);
+  return file;
 }
 
-SafetensorsFile::~SafetensorsFile() {
-  if (mapping_ != nullptr) munmap(mapping_, mapping_bytes_);
-}
+SafetensorsFile::~SafetensorsFile() = default;
 
 const TensorView* SafetensorsFile::tensor(std::string_view name) const {
   for (const TensorView& t : tensors_) {

@@ -13,6 +13,8 @@
 
 namespace k25 {
 
+class MappedFile;
+
 // One safetensors file. Tensors are F32, F16 or BF16; a tensor's row-major shape
 // [d0, ..., dn] becomes ne[0] = dn (the contiguous axis), ..., ne[n] = d0.
 class SafetensorsFile {
@@ -39,8 +41,7 @@ class SafetensorsFile {
   std::string label_;
   std::map<std::string, std::string> metadata_;
   std::vector<TensorView> tensors_;
-  void* mapping_ = nullptr;
-  size_t mapping_bytes_ = 0;
+  std::unique_ptr<MappedFile> mapping_;  // null for parse()d buffers
 };
 
 // The weights of a Hugging Face model directory: `model.safetensors`, or the shards named by the
