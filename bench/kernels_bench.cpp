@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -103,11 +104,11 @@ void BM_Matmul(benchmark::State& state, DType type) {
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
-  for (int tokens : {1, 512}) {
+  for (int tokens : {1, 16, 512}) {
     for (int threads : {1, 2}) {
       for (auto [rows, cols] :
            {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}, {32000, 2048}}) {
-        if (tokens == 512 && rows == 32000) continue;  // output matmul runs for the last token only
+        if (tokens > 1 && rows == 32000) continue;  // output matmul runs for the last token only
         b->Args({rows, cols, tokens, threads});
       }
     }
@@ -179,6 +180,27 @@ void BM_SiluMul(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * n);
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
+
+// One KV head of TinyLlama (head size 64) with its 8 query heads at one position that sees
+// range(0) cached positions: the work of one (token, KV head) task of prefill or decode.
+void BM_AttendQueries(benchmark::State& state) {
+  const int n_pos = static_cast<int>(state.range(0));
+  constexpr int kHeadDim = 64, kGroup = 8, kKvStride = 256;
+  std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
+  std::vector<float> q(kGroup * kHeadDim, 0.1f), out(kGroup * kHeadDim);
+  std::vector<AttentionQuery> queries;
+  for (int i = 0; i < kGroup; ++i) {
+    queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
+  }
+  const KvSpan span{kv.data(), kv.data() + kHeadDim, n_pos};
+  std::vector<float> scratch;
+  for (auto _ : state) {
+    attend_queries(queries.data(), kGroup, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kGroup * n_pos);
+}
+BENCHMARK(BM_AttendQueries)->Arg(64)->Arg(512)->Arg(2048);
 
 void BM_Rmsnorm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

@@ -8,12 +8,11 @@
 // call: integer dot products per 32-element block, scaled by d_w * d_x (d_x rounded to f16)
 // and accumulated in float, which matches llama.cpp's numerics.
 //
-// With AVX-512 VNNI, prefill (kPackMinTokens tokens or more) uses a copy of the quantised weights
-// repacked once per tensor (see PackedWeights): 16 rows interleaved in 4-byte pieces, so one
-// 512-bit dpbusd advances the dots of 16 rows with a token at once and every lane ends up holding
-// the whole integer dot of one row; a float conversion and scale then serve 16 rows instead of
-// one. The copies live in a cache owned by this file (same size as the original tensors); decode
-// keeps reading the original weights.
+// With AVX-512 VNNI, prefill (kPackMinTokens tokens or more) repacks each group of 16 weight rows
+// on the fly into a small per-thread buffer (see PackedGroup): the rows interleaved in 4-byte
+// pieces, so one 512-bit dpbusd advances the dots of 16 rows with a token at once and every lane
+// ends up holding the whole integer dot of one row; a float conversion and scale then serve 16
+// rows instead of one. Decode reads the weights as they are.
 #include "kernels/matmul.h"
 
 #include <immintrin.h>
@@ -22,8 +21,6 @@
 #include <array>
 #include <atomic>
 #include <cstring>
-#include <memory>
-#include <mutex>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -425,55 +422,78 @@ void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& bo
 constexpr int kGroupRows = 16;
 constexpr int kPackTokens = 8;
 constexpr int kPackMinTokens = 16;
-// Packed copies beyond this total are evicted, least recently used first, so that loading
-// models one after another does not keep every old copy.
-constexpr size_t kMaxPackedBytes = size_t{8} << 30;
 
 #define K25_UNROLL8 _Pragma("GCC unroll 8")
 
-// Weights of one tensor in groups of kGroupRows rows. For group g and block b, the quants are
-// quant_bytes at quants + (g * n_blocks + b) * quant_bytes: piece k (64 bytes) holds bytes
-// [4k, 4k + 4) of the block's quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0
-// quants are stored offset by +128 (unsigned); Q4_0 keeps its nibble bytes as they are. The f16
-// scales are at scales + (g * n_blocks + b) * 16. Rows past the end are zero with scale 0.
-struct PackedWeights {
-  struct AlignedFree {
-    void operator()(uint8_t* p) const { ::operator delete(p, std::align_val_t(64)); }
-  };
-  QKind kind;
-  int64_t rows = 0, n_blocks = 0, n_groups = 0;
-  size_t quant_bytes = 0;
-  std::unique_ptr<uint8_t[], AlignedFree> quants;
-  std::vector<uint16_t> scales;
-  size_t bytes() const {
-    return static_cast<size_t>(n_groups * n_blocks) * (quant_bytes + 2 * kGroupRows);
-  }
+// The weights of one group of kGroupRows rows, repacked. For block b, the quants are
+// quant_bytes at quants + b * quant_bytes: piece k (64 bytes) holds bytes [4k, 4k + 4) of the
+// block's quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0 quants are stored
+// offset by +128 (unsigned); Q4_0 keeps its nibble bytes. The f16 scales are at
+// scales + b * 16. Rows past the end of the tensor are zero with scale 0.
+struct PackedGroup {
+  uint8_t* quants;
+  uint16_t* scales;
+  size_t quant_bytes;
+  int64_t n_blocks;
 };
 
+// Rows [r0, r0 + n_rows) of w, n_rows <= 16, one byte at a time (a tensor's last group).
 template <QKind K>
-void pack_groups(const uint8_t* w, size_t w_row_bytes, PackedWeights& p, int64_t g0, int64_t g1) {
+void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                      const PackedGroup& p) {
   constexpr uint8_t kZero = K == QKind::kQ8 ? 0x80 : 0x88;
-  for (int64_t g = g0; g < g1; ++g) {
-    for (int64_t b = 0; b < p.n_blocks; ++b) {
-      uint8_t* out = p.quants.get() + (g * p.n_blocks + b) * p.quant_bytes;
-      uint16_t* scales = p.scales.data() + (g * p.n_blocks + b) * kGroupRows;
-      for (int i = 0; i < kGroupRows; ++i) {
-        const int64_t r = g * kGroupRows + i;
-        if (r >= p.rows) {
-          scales[i] = 0;
-          for (size_t k = 0; k < p.quant_bytes / 64; ++k) std::memset(out + 64 * k + 4 * i, kZero, 4);
-          continue;
-        }
-        const auto& block = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes)[b];
-        scales[i] = block.d;
-        for (size_t k = 0; k < p.quant_bytes / 64; ++k) {
-          for (int j = 0; j < 4; ++j) {
-            const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
-            out[64 * k + 4 * i + j] = K == QKind::kQ8 ? q ^ 0x80 : q;
-          }
+  const size_t pieces = p.quant_bytes / 64;
+  for (int64_t b = 0; b < p.n_blocks; ++b) {
+    uint8_t* out = p.quants + b * p.quant_bytes;
+    uint16_t* scales = p.scales + b * kGroupRows;
+    for (int i = 0; i < kGroupRows; ++i) {
+      if (i >= n_rows) {
+        scales[i] = 0;
+        for (size_t k = 0; k < pieces; ++k) std::memset(out + 64 * k + 4 * i, kZero, 4);
+        continue;
+      }
+      const auto& block = reinterpret_cast<const QBlock<K>*>(w + (r0 + i) * w_row_bytes)[b];
+      scales[i] = block.d;
+      for (size_t k = 0; k < pieces; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
+          out[64 * k + 4 * i + j] = K == QKind::kQ8 ? q ^ 0x80 : q;
         }
       }
     }
+  }
+}
+
+// 16 full rows from r0: each 64-byte piece is a gather of one 4-byte word from each row.
+template <QKind K>
+void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, const PackedGroup& p) {
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(w_row_bytes)));
+  const uint8_t* group = w + r0 * w_row_bytes;
+  const __m512i offset = _mm512_set1_epi8(K == QKind::kQ8 ? static_cast<char>(0x80) : 0);
+  for (int64_t b = 0; b < p.n_blocks; ++b) {
+    const uint8_t* block = group + b * sizeof(QBlock<K>);
+    uint8_t* out = p.quants + b * p.quant_bytes;
+    for (size_t k = 0; k < p.quant_bytes / 64; ++k) {
+      const __m512i piece = _mm512_i32gather_epi32(rows, block + 2 + 4 * k, 1);
+      _mm512_store_si512(out + 64 * k, _mm512_xor_si512(piece, offset));
+    }
+    // The scale is the low half of the word at the block start (the rest is the first quants).
+    const __m512i scales = _mm512_i32gather_epi32(rows, block, 1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.scales + b * kGroupRows),
+                        _mm512_cvtepi32_epi16(scales));
+  }
+}
+
+template <QKind K>
+void pack_group(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                const PackedGroup& p) {
+  // Gather offsets are 32-bit.
+  if (n_rows == kGroupRows && w_row_bytes * kGroupRows < (size_t{1} << 31)) {
+    pack_group_gather<K>(w, w_row_bytes, r0, p);
+  } else {
+    pack_group_bytes<K>(w, w_row_bytes, r0, n_rows, p);
   }
 }
 
@@ -483,13 +503,13 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// y for the 16 rows of group g (the first valid_rows of them) and tokens [t0, t0 + T). The
-// activations' bias holds the full correction for the unsigned weight offset.
+// y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T).
+// The activations' bias holds the full correction for the unsigned weight offset.
 template <QKind K, int T>
-void packed_tile(const PackedWeights& p, int64_t g, const QuantizedActs& a, int t0, float* y,
-                 int64_t y_stride, int valid_rows) {
-  const uint8_t* wq = p.quants.get() + g * p.n_blocks * p.quant_bytes;
-  const uint16_t* ws = p.scales.data() + g * p.n_blocks * kGroupRows;
+void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y, int64_t y_stride,
+                 int valid_rows) {
+  const uint8_t* wq = p.quants;
+  const uint16_t* ws = p.scales;
   const int8_t* xq = a.q + t0 * a.cols;
   __m512 acc[T];
   K25_UNROLL8
@@ -525,8 +545,8 @@ void packed_tile(const PackedWeights& p, int64_t g, const QuantizedActs& a, int 
         }
       }
     }
-    const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + b * kGroupRows)));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ws + b * kGroupRows)));
     const float* dx = a.d + b * a.n_tokens + t0;
     K25_UNROLL8
     for (int t = 0; t < T; ++t) {
@@ -539,8 +559,7 @@ void packed_tile(const PackedWeights& p, int64_t g, const QuantizedActs& a, int 
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * y_stride, mask, acc[t]);
 }
 
-using PackedTileFn = void (*)(const PackedWeights&, int64_t, const QuantizedActs&, int, float*,
-                              int64_t, int);
+using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
 template <QKind K>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
   return {&packed_tile<K, 1>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>,
@@ -549,105 +568,31 @@ constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
 constexpr auto kQ8PackedTiles = packed_tiles<QKind::kQ8>();
 constexpr auto kQ4PackedTiles = packed_tiles<QKind::kQ4>();
 
-// Identifies the tensor a cache entry was packed from. The sampled words catch a buffer freed
-// and reused for other weights at the same address (tests do that); weights changed in place
-// are not supported.
-struct PackKey {
-  const void* data;
-  size_t bytes;
-  DType type;
-  int64_t rows;
-  uint64_t fingerprint;
-  bool operator==(const PackKey&) const = default;
-};
-
-uint64_t fingerprint(const uint8_t* data, size_t bytes) {
-  constexpr int kSamples = 64;
-  uint64_t h = 0x9e3779b97f4a7c15ull ^ bytes;
-  for (int i = 0; i < kSamples && bytes >= 8; ++i) {
-    uint64_t v;
-    std::memcpy(&v, data + (bytes - 8) / (kSamples - 1) * i, 8);
-    h = (h ^ v) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  return h;
-}
-
-class PackCache {
- public:
-  std::shared_ptr<const PackedWeights> get(const TensorView& w, QKind kind, size_t w_row_bytes,
-                                           ThreadPool& pool) {
-    const auto* data = static_cast<const uint8_t*>(w.data);
-    const PackKey key{w.data, w.bytes, w.type, w.n_rows(), fingerprint(data, w.bytes)};
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++clock_;
-    for (Entry& e : entries_) {
-      if (e.key == key) {
-        e.last_use = clock_;
-        return e.packed;
-      }
-    }
-    std::erase_if(entries_, [&](const Entry& e) { return e.key.data == key.data; });
-    auto p = std::make_shared<PackedWeights>();
-    p->kind = kind;
-    p->rows = key.rows;
-    p->n_blocks = w.row_length() / 32;
-    p->n_groups = (p->rows + kGroupRows - 1) / kGroupRows;
-    p->quant_bytes = kind == QKind::kQ8 ? 512 : 256;
-    const size_t quant_total = static_cast<size_t>(p->n_groups * p->n_blocks) * p->quant_bytes;
-    p->quants.reset(static_cast<uint8_t*>(::operator new(quant_total, std::align_val_t(64))));
-    p->scales.resize(static_cast<size_t>(p->n_groups * p->n_blocks) * kGroupRows);
-    parallel_rows(pool, p->n_groups, 8, [&](int64_t g0, int64_t g1) {
-      if (kind == QKind::kQ8) {
-        pack_groups<QKind::kQ8>(data, w_row_bytes, *p, g0, g1);
-      } else {
-        pack_groups<QKind::kQ4>(data, w_row_bytes, *p, g0, g1);
-      }
-    });
-    entries_.push_back({key, p, clock_});
-    size_t total = 0;
-    for (const Entry& e : entries_) total += e.packed->bytes();
-    while (total > kMaxPackedBytes && entries_.size() > 1) {
-      auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                     [](const Entry& x, const Entry& y) { return x.last_use < y.last_use; });
-      total -= oldest->packed->bytes();
-      entries_.erase(oldest);
-    }
-    return p;
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    entries_.clear();
-  }
-
- private:
-  struct Entry {
-    PackKey key;
-    std::shared_ptr<const PackedWeights> packed;
-    uint64_t last_use;
-  };
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-  uint64_t clock_ = 0;
-};
-
-PackCache& pack_cache() {
-  static PackCache cache;
-  return cache;
-}
-
-void packed_matmul(const PackedWeights& p, const QuantizedActs& acts, float* y, ThreadPool& pool) {
-  const auto& tiles = p.kind == QKind::kQ8 ? kQ8PackedTiles : kQ4PackedTiles;
+// Prefill: each thread repacks a group of 16 rows into a buffer of its own (35 KB for Q8_0 at
+// 2048 columns, so it stays in L1/L2) and runs every token over it. Repacking took under a tenth
+// of a 512-token prefill (measured) and needs no copy of the model, where a cached packed copy
+// doubled the weight memory and cost more than a short prefill to build (page zeroing). The
+// activations stream from L2/L3.
+template <QKind K>
+void packed_matmul(const uint8_t* w, size_t w_row_bytes, int64_t rows, const QuantizedActs& acts,
+                   float* y, ThreadPool& pool) {
+  const auto& tiles = K == QKind::kQ8 ? kQ8PackedTiles : kQ4PackedTiles;
   const int n_tokens = static_cast<int>(acts.n_tokens);
-  // Chunks of 4 groups (64 rows, 140 KB of Q8_0 weights at 2048 columns) stay in L2 while all
-  // token tiles pass over them.
-  const int64_t chunk = std::min<int64_t>(4, (p.n_groups + pool.size() - 1) / pool.size());
-  parallel_rows(pool, p.n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
-      const int nt = std::min(kPackTokens, n_tokens - t0);
-      for (int64_t g = g0; g < g1; ++g) {
-        const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, p.rows - g * kGroupRows));
-        tiles[nt - 1](p, g, acts, t0, y + g * kGroupRows, p.rows, valid);
+  const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  const size_t quant_bytes = K == QKind::kQ8 ? 512 : 256;
+  const int64_t chunk = std::min<int64_t>(8, (n_groups + pool.size() - 1) / pool.size());
+  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
+    thread_local Scratch buffer;
+    const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
+    auto* base = static_cast<uint8_t*>(buffer.get(q_total + acts.n_blocks * kGroupRows * 2));
+    const PackedGroup p{base, reinterpret_cast<uint16_t*>(base + q_total), quant_bytes,
+                        acts.n_blocks};
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kGroupRows;
+      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
+      pack_group<K>(w, w_row_bytes, r0, valid, p);
+      for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
+        tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
       }
     }
   });
@@ -710,13 +655,7 @@ int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
 
 }  // namespace
 
-void release_packed_weights() {
-#if defined(K25_MATMUL_PACKED)
-  pack_cache().clear();
-#endif
-}
-
-void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool) {
+void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& shared_pool) {
   const int64_t cols = w.row_length();
   const int64_t rows = w.n_rows();
   const size_t w_row_bytes = row_bytes(w.type, cols);
@@ -725,6 +664,11 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
          w_row_bytes * static_cast<size_t>(rows));
   }
   if (n_tokens <= 0 || rows == 0) return;
+  // Below this many multiply-adds (tens of microseconds of work), waking the workers and waiting
+  // for them costs more than they save, and much more when the machine is oversubscribed.
+  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+  thread_local ThreadPool inline_pool(1);
+  ThreadPool& pool = rows * cols * n_tokens < kMinParallelWork ? inline_pool : shared_pool;
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int n_threads = pool.size();
   const int64_t chunk = chunk_rows(rows, n_tokens, n_threads);
@@ -762,7 +706,11 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     }
 #if defined(K25_MATMUL_PACKED)
     if (packed) {
-      packed_matmul(*pack_cache().get(w, kind, w_row_bytes, pool), acts, y, pool);
+      if (kind == QKind::kQ8) {
+        packed_matmul<QKind::kQ8>(wdata, w_row_bytes, rows, acts, y, pool);
+      } else {
+        packed_matmul<QKind::kQ4>(wdata, w_row_bytes, rows, acts, y, pool);
+      }
       return;
     }
 #endif

@@ -12,7 +12,9 @@ namespace {
 
 constexpr int kMaxShards = 1 << 14;  // page_shard_ stores shards in int16_t
 
-size_t round_up(size_t n, size_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+size_t round_up(size_t n, size_t multiple) {
+  return (n + multiple - 1) / multiple * multiple;
+}
 
 }  // namespace
 
@@ -60,7 +62,8 @@ std::optional<PageId> PagePool::allocate(int shard) {
       const size_t first = slab << slab_shift_;
       const size_t n_pages = std::min<size_t>(size_t{1} << slab_shift_, pages_total_ - first);
       const size_t bytes = n_pages * page_bytes_;
-      slabs_.emplace_back(static_cast<float*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+      slabs_.emplace_back(
+          static_cast<float*>(::operator new[](bytes, std::align_val_t{kAlignment})));
       bytes_allocated_ += bytes;
     }
   } else {

@@ -47,6 +47,7 @@ class PagedKvCache final : public KvCache {
   float* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
 
   int n_layers_, kv_dim_, max_positions_, page_tokens_;
+  int page_shift_ = -1;  // log2(page_tokens_) when it is a power of two
   PagePool pool_;
   std::vector<std::vector<PageId>> tables_;  // by sequence id
 };

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -131,7 +132,10 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
 }
 
-// Causal attention of every (token, head) pair over its own sequence's positions 0..pos.
+// Causal attention of every (token, head) pair over its own sequence's positions 0..pos. A task
+// is one KV head with the query heads that share it, for one token or (with fewer than 4 query
+// heads per KV head) a few consecutive tokens of one sequence, so attend_queries reads each
+// cached key and value once for several queries.
 void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
                          ThreadPool& pool) {
   const ModelConfig& c = model_.config;
@@ -139,37 +143,58 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  int max_pos = 0;
-  for (const BatchToken& bt : batch) max_pos = std::max(max_pos, bt.pos);
-  scores_.resize(pool.size());
-  for (auto& s : scores_) s.resize(max_pos + 1);
+  const int tokens_per_task = std::max(1, 4 / group);
+  struct Task {
+    int t0, t1, kv_head;
+  };
+  std::vector<Task> tasks;
+  int64_t work = 0;
+  for (int t0 = 0; t0 < n;) {
+    int t1 = t0 + 1;
+    while (t1 < n && t1 - t0 < tokens_per_task && batch[t1].seq == batch[t0].seq) ++t1;
+    for (int g = 0; g < c.n_kv_heads; ++g) tasks.push_back({t0, t1, g});
+    for (int t = t0; t < t1; ++t) work += int64_t{batch[t].pos + 1} * q_dim;
+    t0 = t1;
+  }
+  // Waking the workers costs more than tiny attention work (small models, short contexts).
+  const int n_threads = work < (int64_t{1} << 18) ? 1 : pool.size();
+  scores_.resize(n_threads);
 
-  pool.run([&](int thread) {
-    float* scores = scores_[thread].data();
-    auto [begin, end] = split_range(n * c.n_heads, pool.size(), thread);
-    for (int task = begin; task < end; ++task) {
-      const int t = task / c.n_heads, h = task % c.n_heads;
-      const BatchToken& bt = batch[t];
-      const int n_pos = bt.pos + 1;
-      const float* q = q_.data() + static_cast<size_t>(t) * q_dim + h * hd;
-      const int kv_offset = (h / group) * hd;
-      for (int p = 0; p < n_pos;) {
-        int run = 0;
-        const float* keys = kv.keys(bt.seq, layer, p, &run);
-        const int stop = std::min(n_pos, p + run);
-        for (; p < stop; ++p, keys += kv_dim) scores[p] = dot_f32(q, keys + kv_offset, hd) * scale;
+  const auto run = [&](int thread) {
+    std::vector<AttentionQuery> queries;
+    std::vector<KvSpan> spans;
+    auto [begin, end] = split_range(static_cast<int>(tasks.size()), n_threads, thread);
+    for (int i = begin; i < end; ++i) {
+      const Task& task = tasks[i];
+      const int seq = batch[task.t0].seq;
+      const int kv_offset = task.kv_head * hd;
+      queries.clear();
+      int n_pos = 0;
+      for (int t = task.t0; t < task.t1; ++t) {
+        n_pos = std::max(n_pos, batch[t].pos + 1);
+        for (int h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
+          const size_t off = static_cast<size_t>(t) * q_dim + h * hd;
+          queries.push_back({q_.data() + off, batch[t].pos + 1, attn_.data() + off});
+        }
       }
-      softmax(scores, n_pos);
-      float* out = attn_.data() + static_cast<size_t>(t) * q_dim + h * hd;
-      std::fill(out, out + hd, 0.0f);
+      spans.clear();
       for (int p = 0; p < n_pos;) {
-        int run = 0;
-        const float* values = kv.values(bt.seq, layer, p, &run);
-        const int stop = std::min(n_pos, p + run);
-        for (; p < stop; ++p, values += kv_dim) axpy(out, scores[p], values + kv_offset, hd);
+        int run_keys = 0, run_values = 0;
+        const float* keys = kv.keys(seq, layer, p, &run_keys);
+        const float* values = kv.values(seq, layer, p, &run_values);
+        const int len = std::min({run_keys, run_values, n_pos - p});
+        spans.push_back({keys + kv_offset, values + kv_offset, len});
+        p += len;
       }
+      attend_queries(queries.data(), static_cast<int>(queries.size()), spans.data(),
+                     static_cast<int>(spans.size()), kv_dim, hd, scale, scores_[thread]);
     }
-  });
+  };
+  if (n_threads == 1) {
+    run(0);
+  } else {
+    pool.run(run);
+  }
 }
 
 void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {

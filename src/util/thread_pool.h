@@ -15,8 +15,10 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
-  // Calls fn(thread_index) once on each of the size() threads (index 0 is the caller) and
-  // returns when all have finished. Not reentrant.
+  // Calls fn(thread_index) once for each index in [0, size()) and returns when all have
+  // finished. Index 0 runs on the caller; index i runs on worker i, or on the caller when that
+  // worker has not started it by the time the caller is done with its own, so calls must not
+  // wait for one another. Not reentrant.
   void run(const std::function<void(int thread_index)>& fn);
 
  private:

@@ -147,6 +147,30 @@ TEST(MatmulTest, ExtremeQuantsFromFiles) {
     for (int64_t c = 0; c < cols; c += 3) x[c] = (c % 2 ? 1.0f : -1.0f) * 50.0f;  // quants at +-127
     check_matmul(w, x, 5, three);
     check_matmul(w, x, 1, three);
+    // Prefill (16 tokens or more) takes the repacked path on AVX-512 VNNI.
+    std::vector<float> many = random_acts(19 * cols, rng);
+    for (int64_t c = 0; c < 19 * cols; c += 3) many[c] = (c % 2 ? 1.0f : -1.0f) * 50.0f;
+    check_matmul(w, many, 19, three);
+  }
+}
+
+TEST(MatmulTest, PrefillTokenTailsAndRowGroupTails) {
+  // Token counts around the 8-token tiles and the 128-token spans, rows around the 16-row
+  // groups of the repacked layout.
+  std::mt19937 rng(7);
+  ThreadPool one(1);
+  ThreadPool three(3);
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    for (int64_t rows : {1, 15, 16, 17, 67}) {
+      for (int64_t cols : {32, 352}) {
+        const Weights w = make_weights(type, rows, cols, rng);
+        for (int n_tokens : {16, 23, 137}) {
+          const std::vector<float> x = random_acts(n_tokens * cols, rng);
+          check_matmul(w, x, n_tokens, one);
+          check_matmul(w, x, n_tokens, three);
+        }
+      }
+    }
   }
 }
 

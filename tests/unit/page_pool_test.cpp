@@ -10,7 +10,9 @@
 namespace k25 {
 namespace {
 
-bool aligned(const float* p) { return reinterpret_cast<uintptr_t>(p) % PagePool::kAlignment == 0; }
+bool aligned(const float* p) {
+  return reinterpret_cast<uintptr_t>(p) % PagePool::kAlignment == 0;
+}
 
 // Allocates every page the pool will give (in shard 0) and returns their ids.
 std::vector<PageId> allocate_all(PagePool& pool) {

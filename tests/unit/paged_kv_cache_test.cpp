@@ -109,12 +109,12 @@ TEST(PagedKvCache, ClearReturnsPagesAtOnce) {
   int run = 0;
   EXPECT_THROW(kv.keys(0, 0, 0, &run), Error);
   kv.clear(1);
-  kv.clear(7);   // unknown sequences are a no-op
+  kv.clear(7);  // unknown sequences are a no-op
   kv.clear(-1);
   EXPECT_EQ(kv.pages_used(), 0u);
   EXPECT_EQ(kv.bytes_used(), 0u);
   kv.reserve(0, 5);  // pages come back from the pool
-  write_row(kv, 0, 0, 4, kv_dim);
+  for (int pos = 0; pos < 5; ++pos) write_row(kv, 0, 0, pos, kv_dim);
   expect_rows(kv, 0, 1, 5, kv_dim);
 }
 
@@ -145,8 +145,8 @@ TEST(PagedKvCache, CanReserveAgreesWithReserve) {
   PagedKvCache probe(1, 4, 40, 1 << 20, 3);
   PagedKvCache kv(1, 4, 40, 7 * probe.pool().page_bytes(), 3);
   // A fixed walk of requests that fills, overflows and drains the pool.
-  const int requests[][2] = {{0, 5},  {1, 9},  {0, 6},  {2, 4},  {0, 7},  {2, 6},  {1, 12},
-                             {3, 1},  {0, 41}, {-2, 1}, {2, 0},  {2, -3}, {1, 40}, {4, 3}};
+  const int requests[][2] = {{0, 5}, {1, 9},  {0, 6},  {2, 4}, {0, 7},  {2, 6},  {1, 12},
+                             {3, 1}, {0, 41}, {-2, 1}, {2, 0}, {2, -3}, {1, 40}, {4, 3}};
   for (const auto& [seq, n] : requests) {
     const bool predicted = kv.can_reserve(seq, n);
     const size_t pages_before = kv.pages_used();
