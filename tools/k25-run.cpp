@@ -19,7 +19,9 @@ namespace {
 using k25::TokenId;
 using nlohmann::json;
 
-int default_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+int default_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -91,7 +93,8 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   } else {
     std::printf("\n");
   }
-  std::fprintf(stderr, "prompt: %zu tokens, %.1f ms (%.2f tok/s); generated: %zu tokens (%.2f tok/s)\n",
+  std::fprintf(stderr,
+               "prompt: %zu tokens, %.1f ms (%.2f tok/s); generated: %zu tokens (%.2f tok/s)\n",
                prompt.size(), r.prefill_ms, r.prefill_tokens_per_second(), r.tokens.size(),
                r.decode_tokens_per_second());
   return 0;
@@ -169,7 +172,8 @@ int main(int argc, char** argv) {
   gen->add_option("-f,--file", g.prompt_file, "read the prompt from a file");
   gen->add_option("--n-prompt", g.n_prompt, "use a synthetic prompt of N tokens (benchmarks)");
   gen->add_option("-n,--n-predict", g.n_predict, "tokens to generate")->capture_default_str();
-  gen->add_option("--temp", g.sampling.temperature, "temperature; 0 = greedy")->capture_default_str();
+  gen->add_option("--temp", g.sampling.temperature, "temperature; 0 = greedy")
+      ->capture_default_str();
   gen->add_option("--top-k", g.sampling.top_k, "top-k; 0 = off")->capture_default_str();
   gen->add_option("--top-p", g.sampling.top_p, "top-p; 1 = off")->capture_default_str();
   gen->add_option("--min-p", g.sampling.min_p, "min-p; 0 = off")->capture_default_str();
@@ -184,7 +188,8 @@ int main(int argc, char** argv) {
   std::string model, text, file;
   int n_ctx = 512, threads = default_threads(), top = 8;
   bool no_bos = false, parse_special = false;
-  auto* ppl = app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity method)");
+  auto* ppl =
+      app.add_subcommand("perplexity", "perplexity of a text file (llama-perplexity method)");
   ppl->add_option("-m,--model", model)->required();
   ppl->add_option("-f,--file", file)->required();
   ppl->add_option("-c,--ctx-size", n_ctx)->capture_default_str();

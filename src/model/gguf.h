@@ -18,8 +18,19 @@ class MappedFile;
 
 // GGUF metadata value types (the file's type ids).
 enum class GgufType : uint32_t {
-  U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
-  STRING = 8, ARRAY = 9, U64 = 10, I64 = 11, F64 = 12,
+  U8 = 0,
+  I8 = 1,
+  U16 = 2,
+  I16 = 3,
+  U32 = 4,
+  I32 = 5,
+  F32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  U64 = 10,
+  I64 = 11,
+  F64 = 12,
 };
 
 // One metadata value. Scalars are widened: integers to int64/uint64, floats to double.
@@ -49,8 +60,8 @@ class GgufFile {
   const GgufValue* find(std::string_view key) const;
   // Typed getters: throw k25::Error if the key is missing or has an incompatible type.
   std::string get_string(std::string_view key) const;
-  int64_t get_int(std::string_view key) const;       // any integer type
-  double get_float(std::string_view key) const;      // any float or integer type
+  int64_t get_int(std::string_view key) const;   // any integer type
+  double get_float(std::string_view key) const;  // any float or integer type
   bool get_bool(std::string_view key) const;
   const std::vector<std::string>& get_string_array(std::string_view key) const;
   std::vector<double> get_float_array(std::string_view key) const;  // float or int arrays

@@ -62,7 +62,8 @@ LoadedModel load_gguf_model(const std::string& path) {
   w.token_embedding = expect_matrix(embd, "token_embd.weight", c.dim, c.n_vocab);
   const TensorView* out = file->tensor("output.weight");
   c.tied_output = out == nullptr;
-  w.output = c.tied_output ? w.token_embedding : expect_matrix(out, "output.weight", c.dim, c.n_vocab);
+  w.output =
+      c.tied_output ? w.token_embedding : expect_matrix(out, "output.weight", c.dim, c.n_vocab);
   w.output_norm = load_vector(file->tensor("output_norm.weight"), "output_norm.weight", c.dim);
 
   c.qkv_bias = file->tensor("blk.0.attn_q.bias") != nullptr;

@@ -46,8 +46,9 @@ ModelConfig read_config(const json& cfg, const std::string& path) {
   c.dim = positive_int(cfg, "hidden_size", path);
   c.n_layers = positive_int(cfg, "num_hidden_layers", path);
   c.n_heads = positive_int(cfg, "num_attention_heads", path);
-  c.n_kv_heads = cfg.contains("num_key_value_heads") ? positive_int(cfg, "num_key_value_heads", path)
-                                                     : c.n_heads;
+  c.n_kv_heads = cfg.contains("num_key_value_heads")
+                     ? positive_int(cfg, "num_key_value_heads", path)
+                     : c.n_heads;
   c.ffn_dim = positive_int(cfg, "intermediate_size", path);
   c.n_vocab = positive_int(cfg, "vocab_size", path);
   c.context_length = cfg.contains("max_position_embeddings")
@@ -98,12 +99,12 @@ LoadedModel load_hf_model(const std::string& dir) {
   auto t = [&](const std::string& name) { return st->tensor(name); };
 
   ModelWeights& w = m.weights;
-  w.token_embedding = expect_matrix(t("model.embed_tokens.weight"), "model.embed_tokens.weight",
-                                    c.dim, c.n_vocab);
+  w.token_embedding =
+      expect_matrix(t("model.embed_tokens.weight"), "model.embed_tokens.weight", c.dim, c.n_vocab);
   const TensorView* head = t("lm_head.weight");
   if (head == nullptr && !c.tied_output) c.tied_output = true;  // some exports omit the flag
-  w.output = c.tied_output ? w.token_embedding
-                           : expect_matrix(head, "lm_head.weight", c.dim, c.n_vocab);
+  w.output =
+      c.tied_output ? w.token_embedding : expect_matrix(head, "lm_head.weight", c.dim, c.n_vocab);
   w.output_norm = load_vector(t("model.norm.weight"), "model.norm.weight", c.dim);
 
   c.qkv_bias = t("model.layers.0.self_attn.q_proj.bias") != nullptr;

@@ -12,14 +12,14 @@ struct ModelConfig {
   Arch arch = Arch::Llama;
   std::string name;
   int n_vocab = 0;
-  int dim = 0;         // embedding length
+  int dim = 0;  // embedding length
   int n_layers = 0;
   int n_heads = 0;
   int n_kv_heads = 0;
-  int head_dim = 0;    // dim / n_heads
+  int head_dim = 0;  // dim / n_heads
   int ffn_dim = 0;
   int context_length = 0;
-  int rope_dim = 0;    // rotated dimensions per head (usually head_dim)
+  int rope_dim = 0;  // rotated dimensions per head (usually head_dim)
   float rope_theta = 10000.0f;
   float rms_eps = 1e-5f;
   // Rotation pairs: false = adjacent (x[2i], x[2i+1]) as GGUF Llama weights expect;

@@ -45,9 +45,8 @@ PerplexityResult compute_perplexity(Model& model, const std::vector<TokenId>& to
     kv->clear(0);
     model.forward(batch, *kv, logits.data(), pool);
     for (int j = first; j < n_ctx - 1; ++j) {
-      const double nll =
-          token_nll(logits.data() + static_cast<size_t>(j - first) * n_vocab, n_vocab,
-                    tokens[start + j + 1]);
+      const double nll = token_nll(logits.data() + static_cast<size_t>(j - first) * n_vocab,
+                                   n_vocab, tokens[start + j + 1]);
       nll_sum += nll;
       nll2_sum += nll * nll;
       ++result.n_scored;

@@ -78,7 +78,6 @@ bool to_u64(const json& j, uint64_t* out) {
   return true;
 }
 
-
 struct Entry {
   TensorView view;
   uint64_t begin = 0;

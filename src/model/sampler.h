@@ -18,7 +18,8 @@ struct SamplingParams {
   int top_k = 40;            // <= 0: off
   float top_p = 0.95f;       // >= 1: off
   float min_p = 0.05f;       // <= 0: off
-  float repeat_penalty = 1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
+  float repeat_penalty =
+      1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int repeat_last_n = 64;
   std::optional<uint64_t> seed;  // absent: random seed
 };
@@ -51,7 +52,7 @@ class StopMatcher {
  public:
   explicit StopMatcher(std::vector<std::string> stops);
   struct Result {
-    std::string emit;    // text safe to send now
+    std::string emit;  // text safe to send now
     bool stopped = false;
   };
   Result push(std::string_view text);

@@ -16,7 +16,12 @@ using TokenId = int32_t;
 
 // GGUF tokenizer.ggml.token_type values.
 enum class TokenType : int32_t {
-  Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+  Normal = 1,
+  Unknown = 2,
+  Control = 3,
+  UserDefined = 4,
+  Unused = 5,
+  Byte = 6,
 };
 
 struct Vocab {

@@ -78,7 +78,8 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
       fail("position ", bt.pos, " is outside the context (", c.context_length, " tokens)");
     }
     kv.reserve(bt.seq, bt.pos + 1);
-    const auto* row = static_cast<const uint8_t*>(w.token_embedding.data) + bt.token * embd_row_bytes;
+    const auto* row =
+        static_cast<const uint8_t*>(w.token_embedding.data) + bt.token * embd_row_bytes;
     dequantize_row(w.token_embedding.type, row, x_.data() + t * dim, c.dim);
   }
 
@@ -122,7 +123,8 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
     rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
     rope(k_.data() + t * kv_dim, c.n_kv_heads, bt.pos);
     int run = 0;
-    std::memcpy(kv.keys(bt.seq, layer, bt.pos, &run), k_.data() + t * kv_dim, kv_dim * sizeof(float));
+    std::memcpy(kv.keys(bt.seq, layer, bt.pos, &run), k_.data() + t * kv_dim,
+                kv_dim * sizeof(float));
     std::memcpy(kv.values(bt.seq, layer, bt.pos, &run), v_.data() + t * kv_dim,
                 kv_dim * sizeof(float));
   }

@@ -37,6 +37,8 @@ std::unique_ptr<MappedFile> MappedFile::open(const std::string& path, std::strin
   return std::unique_ptr<MappedFile>(new MappedFile(map, size));
 }
 
-MappedFile::~MappedFile() { munmap(data_, size_); }
+MappedFile::~MappedFile() {
+  munmap(data_, size_);
+}
 
 }  // namespace k25

@@ -24,12 +24,14 @@ struct Output {
 };
 
 Output run(const std::string& args) {
-  const fs::path err_file = fs::temp_directory_path() / ("k25_run_err_" + std::to_string(::getpid()));
+  const fs::path err_file =
+      fs::temp_directory_path() / ("k25_run_err_" + std::to_string(::getpid()));
   const std::string cmd = kRun + " " + args + " 2>" + err_file.string();
   Output o;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;) o.out.append(buf.data(), n);
+  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;)
+    o.out.append(buf.data(), n);
   o.status = ::pclose(pipe);
   std::ifstream in(err_file);
   std::ostringstream s;
@@ -58,13 +60,15 @@ TEST_F(K25Run, GreedyGenerateJsonMatchesReferenceText) {
   json j = json::parse(o.out);
   EXPECT_EQ(j["prompt_tokens"], json::parse("[1,403,407,261,378]"));
   EXPECT_EQ(j["tokens"].size(), 64u);
-  EXPECT_EQ(j["text"].get<std::string>().substr(0, 48), ", there was a little girl named Lily. She loved ");
+  EXPECT_EQ(j["text"].get<std::string>().substr(0, 48),
+            ", there was a little girl named Lily. She loved ");
   EXPECT_GT(j["tokens_per_second"].get<double>(), 0);
 }
 
 TEST_F(K25Run, SeededSamplingIsReproducible) {
-  const std::string args = "generate -m " + model("stories260K-q8_0.gguf") +
-                           " -p 'Lily and Ben' -n 32 --temp 1.0 --top-k 40 --top-p 0.9 --seed 7 --json";
+  const std::string args =
+      "generate -m " + model("stories260K-q8_0.gguf") +
+      " -p 'Lily and Ben' -n 32 --temp 1.0 --top-k 40 --top-p 0.9 --seed 7 --json";
   Output a = run(args), b = run(args);
   ASSERT_EQ(a.status, 0) << a.err;
   EXPECT_EQ(json::parse(a.out)["tokens"], json::parse(b.out)["tokens"]);

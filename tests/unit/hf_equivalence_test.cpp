@@ -27,8 +27,8 @@ class HfEquivalence : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HfEquivalence, GgufAndHuggingFaceGiveIdenticalLogits) {
   K25_REQUIRE_SHARED();
-  const fs::path dir = fs::temp_directory_path() / ("k25_hf_eq_" + GetParam() + "_" +
-                                                     std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("k25_hf_eq_" + GetParam() + "_" + std::to_string(::getpid()));
   fs::create_directories(dir);
   MkModelOptions options;
   options.shape = GetParam();

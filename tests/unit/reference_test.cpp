@@ -25,7 +25,8 @@ struct Tolerance {
 };
 
 Tolerance tolerance_for(const std::string& model_file) {
-  if (model_file.find("q8_0") != std::string::npos || model_file.find("q4_0") != std::string::npos) {
+  if (model_file.find("q8_0") != std::string::npos ||
+      model_file.find("q4_0") != std::string::npos) {
     return {0.1, 0.4};
   }
   return {0.03, 0.02};
@@ -58,7 +59,8 @@ void check_greedy_reference(const std::string& jsonl) {
     const Tolerance tol = tolerance_for(file);
     const int n_vocab = model->config().n_vocab;
 
-    const std::vector<TokenId> prompt = model->tokenizer().encode(c["prompt"].get<std::string>(), true, false);
+    const std::vector<TokenId> prompt =
+        model->tokenizer().encode(c["prompt"].get<std::string>(), true, false);
     ASSERT_EQ(prompt, c["prompt_ids"].get<std::vector<TokenId>>());
 
     auto kv = model->make_kv_cache();
@@ -147,13 +149,12 @@ TEST_P(ReferencePerplexity, MatchesLlamaPerplexity) {
   EXPECT_NEAR(r.ppl, p.expected, p.expected * 0.005);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Stories260K, ReferencePerplexity,
-    ::testing::Values(PerplexityCase{"stories260K.gguf", 128, 4.231936},
-                      PerplexityCase{"stories260K.gguf", 256, 4.279294},
-                      PerplexityCase{"stories260K-q8_0.gguf", 128, 4.236499},
-                      PerplexityCase{"stories260K-q8_0.gguf", 256, 4.281993},
-                      PerplexityCase{"stories260K-q4_0.gguf", 128, 4.535500}));
+INSTANTIATE_TEST_SUITE_P(Stories260K, ReferencePerplexity,
+                         ::testing::Values(PerplexityCase{"stories260K.gguf", 128, 4.231936},
+                                           PerplexityCase{"stories260K.gguf", 256, 4.279294},
+                                           PerplexityCase{"stories260K-q8_0.gguf", 128, 4.236499},
+                                           PerplexityCase{"stories260K-q8_0.gguf", 256, 4.281993},
+                                           PerplexityCase{"stories260K-q4_0.gguf", 128, 4.535500}));
 
 }  // namespace
 }  // namespace k25

@@ -25,7 +25,8 @@ TEST(Transformer, BatchedPrefillEqualsTokenByToken) {
   auto model = Model::load(shared_path("models/stories260K.gguf"));
   ThreadPool pool(2);
   const int n_vocab = model->config().n_vocab;
-  const std::vector<TokenId> ids = model->tokenizer().encode("Lily and Ben went to the park", true, false);
+  const std::vector<TokenId> ids =
+      model->tokenizer().encode("Lily and Ben went to the park", true, false);
 
   std::vector<BatchToken> batch;
   for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
@@ -36,7 +37,8 @@ TEST(Transformer, BatchedPrefillEqualsTokenByToken) {
   std::vector<float> single(ids.size() * n_vocab);
   auto kv2 = model->make_kv_cache();
   for (size_t i = 0; i < ids.size(); ++i) {
-    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab, pool);
+    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
+                   pool);
   }
   EXPECT_LT(max_abs_diff(batched, single), 1e-3);
 }
@@ -52,7 +54,8 @@ TEST(Transformer, SequencesInOneBatchDoNotInterfere) {
   auto alone = [&](const std::vector<TokenId>& ids) {
     auto kv = model->make_kv_cache();
     std::vector<BatchToken> batch;
-    for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, i + 1 == ids.size()});
+    for (size_t i = 0; i < ids.size(); ++i)
+      batch.push_back({ids[i], static_cast<int>(i), 0, i + 1 == ids.size()});
     std::vector<float> logits(n_vocab);
     model->forward(batch, *kv, logits.data(), pool);
     return logits;
