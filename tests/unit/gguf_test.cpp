@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "parse_error.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -96,15 +97,8 @@ std::unique_ptr<GgufFile> parse(const std::vector<uint8_t>& bytes) {
   return GgufFile::parse(bytes.data(), bytes.size(), "test.gguf");
 }
 
-// Parses and returns the error message; fails the test if parsing succeeds.
 std::string parse_error(const std::vector<uint8_t>& bytes) {
-  try {
-    parse(bytes);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "parse succeeded but an error was expected";
-  return "";
+  return testing::parse_error<GgufFile>(bytes, "test.gguf");
 }
 
 // A small valid file with two F32 tensors and a Q8_0 tensor, made by the writer.

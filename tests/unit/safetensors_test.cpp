@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "parse_error.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -59,13 +60,7 @@ std::unique_ptr<SafetensorsFile> parse(const std::vector<uint8_t>& bytes) {
 }
 
 std::string parse_error(const std::vector<uint8_t>& bytes) {
-  try {
-    parse(bytes);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "parse succeeded but an error was expected";
-  return "";
+  return testing::parse_error<SafetensorsFile>(bytes, "test.safetensors");
 }
 
 #define EXPECT_ERROR_HAS(bytes, text) \
