@@ -20,6 +20,8 @@ using nlohmann::json;
 using testing::http_call;
 using testing::HttpResult;
 
+// Declare it before the Engine it serves: a request's event channel lives on this server's
+// io_context, so the engine (and any finished request it has not released yet) must go first.
 class InProcessServer {
  public:
   explicit InProcessServer(ServerConfig config = ServerConfig()) : api_(config) {
@@ -59,8 +61,8 @@ const std::string kRequest = R"({"prompt":"abc","max_tokens":3,"temperature":0})
 
 TEST(ServerApi, LoadingIs503ThenServes) {
   testing::FakeModel model;
-  Engine engine(model, engine_options(2, 2));
   InProcessServer server(quiet_config());
+  Engine engine(model, engine_options(2, 2));
   HttpResult health = http_call(server.port(), "GET", "/health");
   EXPECT_EQ(health.status, 503);
   EXPECT_EQ(json::parse(health.body)["status"], "loading");
@@ -80,8 +82,8 @@ TEST(ServerApi, LoadingIs503ThenServes) {
 TEST(ServerApi, FullQueueIs429WithRetryAfter) {
   testing::FakeModel model;
   model.hold();
-  Engine engine(model, engine_options(/*max_batch_size=*/1, /*max_queue=*/0));
   InProcessServer server(quiet_config());
+  Engine engine(model, engine_options(/*max_batch_size=*/1, /*max_queue=*/0));
   server.api().set_engine(&engine);
   std::thread first([&] {
     HttpResult r = http_call(server.port(), "POST", "/generate", kRequest);
@@ -98,8 +100,8 @@ TEST(ServerApi, FullQueueIs429WithRetryAfter) {
 
 TEST(ServerApi, DrainingIs503AndHealthSaysSo) {
   testing::FakeModel model;
-  Engine engine(model, engine_options(2, 2));
   InProcessServer server(quiet_config());
+  Engine engine(model, engine_options(2, 2));
   server.api().set_engine(&engine);
   server.api().set_draining();
   HttpResult health = http_call(server.port(), "GET", "/health");
@@ -117,8 +119,8 @@ TEST(ServerApi, DrainingIs503AndHealthSaysSo) {
 void expect_disconnect_cancels(bool streaming) {
   testing::FakeModel model(/*context_length=*/4096);
   model.hold();
-  Engine engine(model, engine_options(2, 2));
   InProcessServer server(quiet_config());
+  Engine engine(model, engine_options(2, 2));
   server.api().set_engine(&engine);
   const int max_tokens = 4000;
   {
@@ -155,8 +157,8 @@ TEST(ServerApi, StreamedMultiByteTextArrivesWhole) {
   testing::FakeModel model;
   model.set_next(testing::letter('c'), testing::kByteC3);
   model.set_next(testing::kByteA9, testing::letter('z'));
-  Engine engine(model, engine_options(2, 2));
   InProcessServer server(quiet_config());
+  Engine engine(model, engine_options(2, 2));
   server.api().set_engine(&engine);
   HttpResult r = http_call(server.port(), "POST", "/generate",
                            R"({"prompt":"abc","max_tokens":3,"temperature":0,"stream":true})");
