@@ -9,17 +9,12 @@
 #include <vector>
 
 #include "model/gguf.h"
+#include "touch.h"
 #include "util/error.h"
 
 namespace {
 
-volatile uint8_t g_sink;
-
-void touch(const void* p, size_t n) {
-  if (n == 0) return;
-  const auto* b = static_cast<const uint8_t*>(p);
-  g_sink = static_cast<uint8_t>(b[0] ^ b[n - 1]);
-}
+using k25::fuzz::touch;
 
 void touch(const k25::GgufValue& v) {
   std::visit(

@@ -5,19 +5,10 @@
 #include <cstdint>
 
 #include "model/safetensors.h"
+#include "touch.h"
 #include "util/error.h"
 
-namespace {
-
-volatile uint8_t g_sink;
-
-void touch(const void* p, size_t n) {
-  if (n == 0) return;
-  const auto* b = static_cast<const uint8_t*>(p);
-  g_sink = static_cast<uint8_t>(b[0] ^ b[n - 1]);
-}
-
-}  // namespace
+using k25::fuzz::touch;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
