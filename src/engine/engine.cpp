@@ -255,6 +255,9 @@ void Engine::step() {
 
   const int n_vocab = model_.config().n_vocab;
   logits_.resize(wanting_logits.size() * static_cast<size_t>(n_vocab));
+  if (options_.debug_step_delay_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_step_delay_ms));
+  }
   try {
     model_.forward(batch, *kv_, logits_.data(), *pool_);
   } catch (const std::exception& e) {

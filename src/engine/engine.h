@@ -25,6 +25,9 @@ struct EngineOptions {
   int max_queue = 256;          // waiting requests before submit() answers QueueFull
   int context_size = 0;         // <= 0 or above the model's: the model's context_length
   int step_token_budget = 512;  // tokens per forward call (prompt chunks beyond decode tokens)
+  // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
+  // e.g. to exercise the server's fallback circuit breaker). 0 = off.
+  int debug_step_delay_ms = 0;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
