@@ -1,4 +1,5 @@
-// k25-run: generate text, measure perplexity, dump logits and tokenize from the command line.
+// k25-run: generate text, measure perplexity, dump logits, tokenize and measure batched decode
+// from the command line.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "engine/batched_bench.h"
 #include "model/generate.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -161,6 +163,31 @@ int run_tokenize(const std::string& model_path, const std::string& prompt, bool 
 
 }  // namespace
 
+int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
+                      const std::vector<int>& n_parallel, int threads, bool json_out) {
+  auto model = k25::Model::load(model_path);
+  k25::ThreadPool pool(threads);
+  if (!json_out) {
+    std::printf("| %6s | %6s | %4s | %8s | %10s | %8s | %10s |\n", "PP", "TG", "B", "T_PP s",
+                "S_PP t/s", "T_TG s", "S_TG t/s");
+  }
+  json rows = json::array();
+  for (int pl : n_parallel) {
+    const k25::BatchedBenchResult r = k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool);
+    if (json_out) {
+      rows.push_back({{"pp", n_prompt}, {"tg", n_generate}, {"pl", pl}, {"t_pp", r.prefill_s},
+                      {"speed_pp", r.prefill_tokens_per_s()}, {"t_tg", r.decode_s},
+                      {"speed_tg", r.decode_tokens_per_s()}});
+    } else {
+      std::printf("| %6d | %6d | %4d | %8.3f | %10.2f | %8.3f | %10.2f |\n", n_prompt, n_generate,
+                  pl, r.prefill_s, r.prefill_tokens_per_s(), r.decode_s, r.decode_tokens_per_s());
+      std::fflush(stdout);
+    }
+  }
+  if (json_out) std::cout << rows.dump() << '\n';
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"k25-run: run a model from the command line"};
   app.require_subcommand(1);
@@ -208,6 +235,20 @@ int main(int argc, char** argv) {
   tk->add_flag("--no-bos", no_bos, "do not add BOS/EOS");
   tk->add_flag("--parse-special", parse_special, "map special-token text to special tokens");
 
+  int n_prompt = 128, n_generate = 128;
+  std::vector<int> n_parallel = {1, 4, 8, 16, 24};
+  bool bench_json = false;
+  auto* bb = app.add_subcommand(
+      "batched-bench", "prefill and batched-decode throughput (llama-batched-bench's method)");
+  bb->add_option("-m,--model", model)->required();
+  bb->add_option("--npp", n_prompt, "prompt tokens per sequence")->capture_default_str();
+  bb->add_option("--ntg", n_generate, "generated tokens per sequence")->capture_default_str();
+  bb->add_option("--npl", n_parallel, "parallel sequences (comma-separated list)")
+      ->delimiter(',')
+      ->capture_default_str();
+  bb->add_option("-t,--threads", threads)->capture_default_str();
+  bb->add_flag("--json", bench_json, "print one JSON array");
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*gen) {
@@ -221,6 +262,7 @@ int main(int argc, char** argv) {
     if (*ppl) return run_perplexity(model, file, n_ctx, threads);
     if (*lg) return run_logits(model, text, top, threads);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
+    if (*bb) return run_batched_bench(model, n_prompt, n_generate, n_parallel, threads, bench_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -29,7 +29,8 @@ struct Engine::Sequence {
         sampler(request.sampling, n_vocab),
         stop_matcher(request.stop),
         tokens(request.prompt),
-        submitted(Clock::now()) {}
+        submitted(Clock::now()),
+        queued_since(submitted) {}
 
   RequestId id;
   GenerationRequest request;
@@ -40,15 +41,18 @@ struct Engine::Sequence {
   std::vector<TokenId> tokens;  // prompt, then generated tokens
   int n_computed = 0;           // tokens whose K/V are in the cache
   int n_generated = 0;
-  int slot = -1;
+  int kv_id = -1;  // sequence id in the KV cache while it holds pages or runs
+  bool running = false;
+  bool started = false;  // ran at least once (queue timeouts apply before that only)
   bool finished = false;
   bool stop_string_matched = false;  // the output already ends just before a stop string
   bool has_first_token = false;
+  int max_computed = 0;  // positions ever computed (what a recompute repeats)
   Clock::time_point submitted;
+  Clock::time_point queued_since;  // submitted, or preempted last (aging while queued)
+  Clock::time_point last_served;   // admitted or given a task last (aging while running)
   Clock::time_point last_token;
   double ttft_ms = 0;
-
-  bool decoding() const { return n_computed >= static_cast<int>(request.prompt.size()); }
 };
 
 namespace {
@@ -56,22 +60,50 @@ double ms_between(std::chrono::steady_clock::time_point a,
                   std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
+
+int resolve_context(const Model& model, const EngineOptions& o) {
+  const int model_context = model.config().context_length;
+  return o.context_size <= 0 ? model_context : std::min(o.context_size, model_context);
+}
+
+SchedulerOptions scheduler_options(const EngineOptions& o) {
+  SchedulerOptions s;
+  s.max_batch_size = o.max_batch_size;
+  s.step_token_budget = o.step_token_budget;
+  s.micro_task_tokens = o.micro_task_tokens;
+  s.aging_per_second = o.aging_per_second;
+  s.preempt_min_priority = o.preempt_min_priority;
+  return s;
+}
 }  // namespace
 
-Engine::Engine(Model& model, EngineOptions options, std::unique_ptr<SchedulingPolicy> policy)
-    : model_(model), options_(options), policy_(std::move(policy)) {
-  if (options_.max_batch_size < 1) fail("engine: max_batch_size must be >= 1");
+Engine::Engine(Model& model, EngineOptions options)
+    : model_(model),
+      options_(options),
+      context_size_(resolve_context(model, options)),
+      scheduler_(scheduler_options(options)) {
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
-  const int model_context = model_.config().context_length;
-  context_size_ =
-      options_.context_size <= 0 ? model_context : std::min(options_.context_size, model_context);
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
-  if (!policy_) policy_ = make_first_come_policy(options_.step_token_budget);
+  if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
+  const ModelConfig& c = model_.config();
+  const int kv_dim = c.n_kv_heads * c.head_dim;
+  size_t budget = options_.kv_budget_bytes;
+  if (budget == 0) {
+    PagePool probe({options_.kv_page_tokens, c.n_layers, kv_dim}, 0);
+    const size_t pages_per_seq =
+        (static_cast<size_t>(context_size_) + options_.kv_page_tokens - 1) / options_.kv_page_tokens;
+    budget = probe.page_bytes() * pages_per_seq * static_cast<size_t>(options_.max_batch_size);
+  }
+  kv_ = std::make_unique<PagedKvCache>(c.n_layers, kv_dim, context_size_, budget,
+                                       options_.kv_page_tokens, options_.kv_shards);
+  if (kv_->pool().pages_total() == 0) {
+    fail("engine: a KV budget of ", budget, " bytes holds no page (one page is ",
+         kv_->pool().page_bytes(), " bytes)");
+  }
+  stats_.kv_pages_total = kv_->pool().pages_total();
   int n_threads = options_.n_threads > 0 ? options_.n_threads
                                          : static_cast<int>(std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
-  kv_ = model_.make_kv_cache();
-  for (int slot = options_.max_batch_size - 1; slot >= 0; --slot) free_slots_.push_back(slot);
   thread_ = std::thread([this] { run(); });
 }
 
@@ -90,6 +122,14 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
             concat("the prompt has ", n_prompt, " tokens; the context holds ", context_size_,
                    " (prompt and at least one generated token)")};
   }
+  const size_t prompt_pages =
+      static_cast<size_t>(n_prompt + options_.kv_page_tokens) / options_.kv_page_tokens;
+  if (prompt_pages > kv_->pool().pages_total()) {
+    return {SubmitStatus::Invalid, 0,
+            concat("the prompt has ", n_prompt, " tokens; the KV budget (",
+                   kv_->bytes_budget(), " bytes) holds ",
+                   kv_->pool().pages_total() * options_.kv_page_tokens, " positions")};
+  }
   if (request.max_tokens < 1) return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
   const int n_vocab = model_.config().n_vocab;
   for (TokenId t : request.prompt) {
@@ -106,16 +146,17 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return {SubmitStatus::ShuttingDown, 0, "the engine is shutting down"};
-    // Free slots take requests at the next step, so they count as room besides the queue.
+    // Free batch slots take requests at the next step, so they count as room besides the queue.
     const int capacity = options_.max_queue + options_.max_batch_size - n_running_shared_;
-    if (static_cast<int>(waiting_.size()) >= capacity) {
+    if (n_queued_shared_ >= capacity) {
       return {SubmitStatus::QueueFull, 0,
               concat("the queue is full (", options_.max_queue, " requests waiting)")};
     }
     seq->id = next_id_++;
     result.id = seq->id;
-    waiting_.push_back(std::move(seq));
-    stats_.requests_waiting = static_cast<int64_t>(waiting_.size());
+    submitted_.push_back(std::move(seq));
+    ++n_queued_shared_;
+    stats_.requests_waiting = n_queued_shared_;
   }
   wake_.notify_one();
   return result;
@@ -148,108 +189,196 @@ void Engine::shutdown() {
 
 int Engine::n_active() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int>(waiting_.size()) + n_running_shared_;
+  return n_queued_shared_ + n_running_shared_;
 }
 
 void Engine::run() {
   for (;;) {
+    wait_for_work();
     bool stop = false;
     {
-      std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] {
-        return stopping_ || cancel_everything_ || !cancel_requests_.empty() || !waiting_.empty() ||
-               !running_.empty();
-      });
+      std::lock_guard lock(mutex_);
       if (stopping_) {
         cancel_everything_ = true;
         stop = true;
       }
     }
+    take_submissions();
     apply_cancellations();
     if (stop) {
       release_finished();
       return;
     }
-    admit_waiting();
+    expire_queued();
     step();
     release_finished();
+  }
+}
+
+void Engine::wait_for_work() {
+  std::unique_lock lock(mutex_);
+  auto interrupted = [&] {
+    return stopping_ || cancel_everything_ || !cancel_requests_.empty();
+  };
+  if (seqs_.empty()) {
+    wake_.wait(lock, [&] { return interrupted() || !submitted_.empty(); });
+    // Idle until now: give simultaneous arrivals a moment to share the first step (R-EB4).
+    const auto deadline = Clock::now() + std::chrono::milliseconds(options_.batch_timeout_ms);
+    wake_.wait_until(lock, deadline, [&] {
+      return interrupted() || static_cast<int>(submitted_.size()) >= options_.max_batch_size;
+    });
+  }
+}
+
+void Engine::take_submissions() {
+  std::lock_guard lock(mutex_);
+  while (!submitted_.empty()) {
+    seqs_.push_back(std::move(submitted_.front()));
+    submitted_.pop_front();
   }
 }
 
 void Engine::apply_cancellations() {
   std::unordered_set<RequestId> ids;
   bool everything = false;
-  std::vector<std::unique_ptr<Sequence>> dropped;  // waiting ones: they never got a slot
   {
     std::lock_guard lock(mutex_);
     ids.swap(cancel_requests_);
     everything = cancel_everything_;
     cancel_everything_ = false;
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (everything || ids.count((*it)->id)) {
-        dropped.push_back(std::move(*it));
-        it = waiting_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    stats_.requests_waiting = static_cast<int64_t>(waiting_.size());
   }
-  for (auto& seq : dropped) finish(*seq, FinishReason::Cancelled);
-  for (auto& seq : running_) {
+  if (!everything && ids.empty()) return;
+  for (auto& seq : seqs_) {
     if (everything || ids.count(seq->id)) finish(*seq, FinishReason::Cancelled);
   }
 }
 
-void Engine::admit_waiting() {
-  std::lock_guard lock(mutex_);
-  int n =
-      policy_->n_to_admit(static_cast<int>(waiting_.size()), static_cast<int>(free_slots_.size()));
-  for (int i = 0; i < n; ++i) {
-    std::unique_ptr<Sequence> seq = std::move(waiting_.front());
-    waiting_.pop_front();
-    seq->slot = free_slots_.back();
-    free_slots_.pop_back();
-    stats_.prompt_tokens += seq->request.prompt.size();
-    running_.push_back(std::move(seq));
+void Engine::expire_queued() {
+  if (options_.queue_timeout_ms <= 0) return;
+  const Clock::time_point now = Clock::now();
+  for (auto& seq : seqs_) {
+    if (seq->started || seq->finished) continue;
+    if (ms_between(seq->submitted, now) > options_.queue_timeout_ms) {
+      ++stats_.queue_timeouts;
+      finish(*seq, FinishReason::Error,
+             concat("timed out after ", options_.queue_timeout_ms, " ms waiting in the queue"));
+    }
   }
-  n_running_shared_ = static_cast<int>(running_.size());
-  stats_.requests_waiting = static_cast<int64_t>(waiting_.size());
-  stats_.requests_running = n_running_shared_;
+}
+
+void Engine::drop_kv(Sequence& seq) {
+  if (seq.kv_id < 0) return;
+  kv_->clear(seq.kv_id);
+  free_kv_ids_.push_back(seq.kv_id);
+  seq.kv_id = -1;
+  seq.n_computed = 0;
 }
 
 void Engine::step() {
-  std::vector<SequenceView> views;
-  for (size_t i = 0; i < running_.size(); ++i) {
-    const Sequence& s = *running_[i];
-    if (s.finished) continue;
-    views.push_back({static_cast<int>(i), s.request.priority,
-                     static_cast<int>(s.tokens.size()) - s.n_computed, s.decoding()});
+  const Clock::time_point now = Clock::now();
+  std::vector<Sequence*> live;
+  std::vector<SeqView> views;
+  for (auto& seq : seqs_) {
+    if (seq->finished) continue;
+    SeqView v;
+    v.running = seq->running;
+    v.priority = seq->request.priority;
+    v.waited_s = ms_between(seq->running ? seq->last_served : seq->queued_since, now) / 1000.0;
+    v.n_tokens = static_cast<int>(seq->tokens.size());
+    v.n_computed = seq->n_computed;
+    v.pages_held = seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size());
+    v.arrival = seq->id;
+    live.push_back(seq.get());
+    views.push_back(v);
   }
-  std::vector<StepSlice> slices = policy_->plan_step(views);
-  if (slices.empty()) return;
+  if (live.empty()) return;
+  const StepDecision decision = scheduler_.plan(
+      views, {static_cast<long>(kv_->pool().pages_free()), options_.kv_page_tokens});
 
+  for (int i : decision.drop_kv) {
+    ++stats_.kv_drops;
+    drop_kv(*live[i]);
+  }
+  for (int i : decision.preempt) {
+    ++stats_.preemptions;
+    live[i]->running = false;
+    live[i]->queued_since = now;
+  }
+  for (int i : decision.admit) {
+    Sequence& seq = *live[i];
+    seq.running = true;
+    seq.last_served = now;
+    if (!seq.started) stats_.prompt_tokens += seq.request.prompt.size();
+    seq.started = true;
+  }
+  for (Sequence* seq : live) {
+    if (seq->running && seq->kv_id < 0) {
+      if (free_kv_ids_.empty()) free_kv_ids_.push_back(next_kv_id_++);
+      seq->kv_id = free_kv_ids_.back();
+      free_kv_ids_.pop_back();
+    }
+  }
+
+  if (decision.tasks.empty()) {
+    // Nothing fits although sequences run: the top one needs more KV than the whole budget.
+    Sequence* stuck = nullptr;
+    for (Sequence* seq : live) {
+      if (seq->running && (!stuck || seq->request.priority > stuck->request.priority)) stuck = seq;
+    }
+    if (!stuck) {
+      // Only queued sequences and none admitted (not expected: the best-ranked one always fits);
+      // do not spin.
+      std::unique_lock lock(mutex_);
+      wake_.wait_for(lock, std::chrono::milliseconds(1));
+    } else if (stuck->n_generated > 0) {
+        finish(*stuck, FinishReason::Length);
+    } else {
+      finish(*stuck, FinishReason::Error,
+             concat("the KV budget (", kv_->bytes_budget(), " bytes) cannot hold this request"));
+    }
+    return;
+  }
+
+  const Clock::time_point step_start = Clock::now();
+  int n_tokens = 0, n_sequences = 0;
+  // One forward call per compute plan; the scheduler put each plan's tasks next to each other.
+  for (size_t begin = 0; begin < decision.tasks.size();) {
+    size_t end = begin;
+    std::vector<std::pair<Sequence*, TaskDescriptor>> group;
+    while (end < decision.tasks.size() &&
+           decision.tasks[end].plan_key == decision.tasks[begin].plan_key) {
+      const TaskDescriptor& t = decision.tasks[end++];
+      group.push_back({live[t.seq], t});
+      n_tokens += t.length;
+      ++n_sequences;
+    }
+    run_group(group);
+    begin = end;
+  }
+  stats_.step_seconds.observe(ms_between(step_start, Clock::now()) / 1000.0);
+  stats_.batch_sequences.observe(n_sequences);
+  stats_.batch_tokens.observe(n_tokens);
+}
+
+void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group) {
   std::vector<BatchToken> batch;
   std::vector<std::pair<Sequence*, int>> in_batch;  // sequence, tokens it has in the batch
   std::vector<Sequence*> wanting_logits;            // in batch order
-  for (const StepSlice& slice : slices) {
-    Sequence& seq = *running_.at(slice.index);
-    const int n_pending = static_cast<int>(seq.tokens.size()) - seq.n_computed;
-    const int n = std::min(slice.n_tokens, n_pending);
-    if (n <= 0) continue;
+  for (const auto& [seq, task] : group) {
+    if (seq->finished) continue;
     try {
-      kv_->reserve(seq.slot, seq.n_computed + n);
+      kv_->reserve(seq->kv_id, task.start + task.length);
     } catch (const Error& e) {
-      finish(seq, FinishReason::Error, e.what());
+      finish(*seq, FinishReason::Error, e.what());
       continue;
     }
-    for (int j = 0; j < n; ++j) {
-      const int pos = seq.n_computed + j;
-      const bool last = pos + 1 == static_cast<int>(seq.tokens.size());
-      batch.push_back({seq.tokens[pos], pos, seq.slot, last});
-      if (last) wanting_logits.push_back(&seq);
+    for (int j = 0; j < task.length; ++j) {
+      const int pos = task.start + j;
+      const bool last = pos + 1 == static_cast<int>(seq->tokens.size());
+      batch.push_back({seq->tokens[pos], pos, seq->kv_id, last});
+      if (last) wanting_logits.push_back(seq);
     }
-    in_batch.push_back({&seq, n});
+    in_batch.push_back({seq, task.length});
   }
   if (batch.empty()) return;
 
@@ -265,7 +394,14 @@ void Engine::step() {
     return;
   }
   ++stats_.forward_calls;
-  for (auto& [seq, n] : in_batch) seq->n_computed += n;
+  const Clock::time_point served = Clock::now();
+  for (auto& [seq, n] : in_batch) {
+    seq->last_served = served;
+    const int recomputed = std::min(seq->n_computed + n, seq->max_computed) - seq->n_computed;
+    if (recomputed > 0) stats_.recomputed_tokens += recomputed;
+    seq->n_computed += n;
+    seq->max_computed = std::max(seq->max_computed, seq->n_computed);
+  }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
     on_logits(*wanting_logits[row], logits_.data() + row * static_cast<size_t>(n_vocab));
   }
@@ -342,25 +478,35 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
 }
 
 void Engine::release_finished() {
-  bool released = false;
-  for (auto it = running_.begin(); it != running_.end();) {
+  for (auto it = seqs_.begin(); it != seqs_.end();) {
     if ((*it)->finished) {
-      kv_->clear((*it)->slot);
-      free_slots_.push_back((*it)->slot);
-      it = running_.erase(it);
-      released = true;
+      drop_kv(**it);
+      it = seqs_.erase(it);
     } else {
       ++it;
     }
   }
-  if (auto* contiguous = dynamic_cast<ContiguousKvCache*>(kv_.get())) {
-    stats_.kv_bytes_used = contiguous->bytes_used();
+  publish_stats();
+}
+
+void Engine::publish_stats() {
+  int n_running = 0;
+  std::vector<SeqView> views;
+  for (const auto& seq : seqs_) {
+    n_running += seq->running ? 1 : 0;
+    SeqView v;
+    v.n_tokens = static_cast<int>(seq->tokens.size());
+    v.n_computed = seq->n_computed;
+    views.push_back(v);
   }
-  if (released) {
-    std::lock_guard lock(mutex_);
-    n_running_shared_ = static_cast<int>(running_.size());
-    stats_.requests_running = n_running_shared_;
-  }
+  stats_.kv_bytes_used = kv_->bytes_used();
+  stats_.kv_pages_used = kv_->pages_used();
+  stats_.micro_task_queue_len = scheduler_.pending_micro_tasks(views);
+  std::lock_guard lock(mutex_);
+  n_running_shared_ = n_running;
+  n_queued_shared_ = static_cast<int>(seqs_.size() + submitted_.size()) - n_running;
+  stats_.requests_running = n_running_shared_;
+  stats_.requests_waiting = n_queued_shared_;
 }
 
 }  // namespace k25

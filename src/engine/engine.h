@@ -1,6 +1,8 @@
-// The engine: one thread that owns the KV cache and the thread pool, takes generation requests
-// from any thread, batches the decode/prefill tokens of all running sequences into one forward
-// call per step, samples, and reports token events through each request's callback.
+// The engine: one thread that owns the paged KV cache and the thread pool, takes generation
+// requests from any thread and runs the elastic batcher (R-EB): each step the ElasticScheduler
+// picks who runs (priorities, aging, preemption, the KV budget) and emits a task descriptor
+// array; the tasks of one compute plan run as one forward call; the engine samples and reports
+// token events through each request's callback.
 #pragma once
 
 #include <chrono>
@@ -14,7 +16,8 @@
 
 #include "engine/engine_stats.h"
 #include "engine/request.h"
-#include "engine/scheduling_policy.h"
+#include "engine/elastic_scheduler.h"
+#include "kv/paged_kv_cache.h"
 #include "model/model.h"
 
 namespace k25 {
@@ -24,7 +27,16 @@ struct EngineOptions {
   int max_batch_size = 24;      // concurrent sequences (KV slots), R-EB4
   int max_queue = 256;          // waiting requests before submit() answers QueueFull
   int context_size = 0;         // <= 0 or above the model's: the model's context_length
-  int step_token_budget = 512;  // tokens per forward call (prompt chunks beyond decode tokens)
+  int step_token_budget = 512;  // tokens per step (decode tokens + prefill micro-tasks), R-EB2
+  int micro_task_tokens = 128;  // prefill chunk, R-EB2
+  double aging_per_second = 10;   // priority points a request gains per second it waits
+  int preempt_min_priority = 100;  // arrivals with this base priority or more may preempt (gold)
+  // L2 KV pool budget (R-KV1). 0: enough for max_batch_size sequences of the full context.
+  size_t kv_budget_bytes = 0;
+  int kv_page_tokens = PagedKvCache::kDefaultPageTokens;
+  int kv_shards = 1;              // l2_cache_shards (a power of 2)
+  int batch_timeout_ms = 10;      // an idle engine waits this long for more arrivals (R-EB4)
+  int queue_timeout_ms = 0;       // a request never started after this long fails; 0 = no limit
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
@@ -41,7 +53,7 @@ struct SubmitResult {
 class Engine {
  public:
   // `model` must outlive the engine. Starts the engine thread.
-  Engine(Model& model, EngineOptions options, std::unique_ptr<SchedulingPolicy> policy = nullptr);
+  Engine(Model& model, EngineOptions options);
   ~Engine();  // cancels everything still running and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -60,39 +72,47 @@ class Engine {
   int context_size() const { return context_size_; }
   const Model& model() const { return model_; }
   const EngineStats& stats() const { return stats_; }
+  size_t kv_budget_bytes() const { return kv_->bytes_budget(); }
 
  private:
   struct Sequence;
   using Clock = std::chrono::steady_clock;
 
   void run();
-  void admit_waiting();
+  void wait_for_work();
+  void take_submissions();
   void apply_cancellations();
+  void expire_queued();
   void step();
+  void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group);
   void on_logits(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
+  void drop_kv(Sequence& seq);
   void release_finished();
+  void publish_stats();
 
   Model& model_;
   EngineOptions options_;
   int context_size_;
-  std::unique_ptr<SchedulingPolicy> policy_;
+  ElasticScheduler scheduler_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<PagedKvCache> kv_;
   EngineStats stats_;
 
   mutable std::mutex mutex_;  // guards the fields below up to the thread
   std::condition_variable wake_;
   bool stopping_ = false;
   RequestId next_id_ = 1;
-  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::deque<std::unique_ptr<Sequence>> submitted_;  // not yet seen by the engine thread
   std::unordered_set<RequestId> cancel_requests_;
   bool cancel_everything_ = false;
+  int n_queued_shared_ = 0;   // sequences without a batch slot (submitted or queued)
   int n_running_shared_ = 0;
 
   // Engine thread only.
-  std::vector<std::unique_ptr<Sequence>> running_;
-  std::vector<int> free_slots_;
+  std::vector<std::unique_ptr<Sequence>> seqs_;  // running and queued, in arrival order
+  std::vector<int> free_kv_ids_;
+  int next_kv_id_ = 0;
   std::vector<float> logits_;
   std::thread thread_;
 };

@@ -42,11 +42,23 @@ std::vector<double> inter_token_bounds() {
 std::vector<double> request_bounds() {
   return {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
 }
+std::vector<double> step_bounds() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+}
+std::vector<double> batch_sequence_bounds() {
+  return {1, 2, 4, 8, 12, 16, 24, 32, 48, 64};
+}
+std::vector<double> batch_token_bounds() {
+  return {1, 4, 16, 32, 64, 128, 256, 512, 1024, 2048};
+}
 }  // namespace
 
 EngineStats::EngineStats()
     : ttft_seconds(ttft_bounds()),
       inter_token_seconds(inter_token_bounds()),
-      request_seconds(request_bounds()) {}
+      request_seconds(request_bounds()),
+      step_seconds(step_bounds()),
+      batch_sequences(batch_sequence_bounds()),
+      batch_tokens(batch_token_bounds()) {}
 
 }  // namespace k25

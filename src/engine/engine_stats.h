@@ -42,9 +42,19 @@ struct EngineStats {
   std::atomic<uint64_t> completion_tokens{0};
   std::atomic<uint64_t> forward_calls{0};
   std::atomic<uint64_t> kv_bytes_used{0};
+  std::atomic<uint64_t> kv_pages_used{0};
+  std::atomic<uint64_t> kv_pages_total{0};
+  std::atomic<int64_t> micro_task_queue_len{0};  // R-EB6: prefill micro-tasks not yet run
+  std::atomic<uint64_t> preemptions{0};
+  std::atomic<uint64_t> kv_drops{0};           // sequences whose KV was released for recompute
+  std::atomic<uint64_t> recomputed_tokens{0};  // positions computed again after a drop
+  std::atomic<uint64_t> queue_timeouts{0};
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
   Histogram request_seconds;
+  Histogram step_seconds;     // one engine step (all its forward calls)
+  Histogram batch_sequences;  // sequences per step
+  Histogram batch_tokens;     // tokens per step
 };
 
 }  // namespace k25

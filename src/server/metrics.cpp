@@ -50,12 +50,35 @@ std::string render_engine_metrics(const EngineStats& e) {
   out << "k25_forward_calls_total " << e.forward_calls.load() << '\n';
   header(out, "k25_kv_cache_bytes_used", "gauge", "KV cache bytes held, by tier.");
   out << "k25_kv_cache_bytes_used{tier=\"l2\"} " << e.kv_bytes_used.load() << '\n';
+  header(out, "k25_kv_pages_used", "gauge", "L2 KV pages in use.");
+  out << "k25_kv_pages_used " << e.kv_pages_used.load() << '\n';
+  header(out, "k25_kv_pages_free", "gauge", "L2 KV pages free under the budget.");
+  out << "k25_kv_pages_free " << e.kv_pages_total.load() - e.kv_pages_used.load() << '\n';
+  header(out, "flash_scheduler_micro_task_queue_len", "gauge",
+         "Prefill micro-tasks not yet run (healthy below 5; above 10 for long, the scheduler is "
+         "the bottleneck).");
+  out << "flash_scheduler_micro_task_queue_len " << e.micro_task_queue_len.load() << '\n';
+  header(out, "k25_preemptions_total", "counter",
+         "Running sequences sent back to the queue for a higher-priority request or memory.");
+  out << "k25_preemptions_total " << e.preemptions.load() << '\n';
+  header(out, "k25_kv_drops_total", "counter",
+         "Sequences whose KV was released under memory pressure (recomputed later).");
+  out << "k25_kv_drops_total " << e.kv_drops.load() << '\n';
+  header(out, "k25_recomputed_tokens_total", "counter", "KV positions computed a second time.");
+  out << "k25_recomputed_tokens_total " << e.recomputed_tokens.load() << '\n';
+  header(out, "k25_queue_timeouts_total", "counter",
+         "Requests that failed after waiting queue_timeout_s without starting.");
+  out << "k25_queue_timeouts_total " << e.queue_timeouts.load() << '\n';
   histogram(out, "k25_time_to_first_token_seconds", "Submit to first generated token.",
             e.ttft_seconds);
   histogram(out, "k25_inter_token_latency_seconds", "Time between consecutive tokens of a request.",
             e.inter_token_seconds);
   histogram(out, "k25_request_duration_seconds", "Submit to finish of generation requests.",
             e.request_seconds);
+  histogram(out, "k25_step_seconds", "One engine step (its forward calls and sampling).",
+            e.step_seconds);
+  histogram(out, "k25_batch_sequences", "Sequences per engine step.", e.batch_sequences);
+  histogram(out, "k25_batch_tokens", "Tokens per engine step.", e.batch_tokens);
   return out.str();
 }
 

@@ -9,7 +9,6 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/scheduling_policy.h"
 #include "fake_model.h"
 
 namespace k25 {
@@ -282,32 +281,173 @@ TEST(Engine, ShutdownCancelsEverything) {
   EXPECT_EQ(engine->submit(greedy({kBos}, 2), late.callback()).status, SubmitStatus::ShuttingDown);
 }
 
-TEST(FirstComePolicy, DecodeTokensFirstThenPromptChunksWithinBudget) {
-  FirstComePolicy policy(/*step_token_budget=*/8);
-  std::vector<SequenceView> running = {
-      {0, 50, 20, false},  // prefill: 20 tokens pending
-      {1, 50, 1, true},    // decoding
-      {2, 50, 5, false},   // prefill
-      {3, 50, 1, true},
-  };
-  std::vector<StepSlice> slices = policy.plan_step(running);
-  ASSERT_EQ(slices.size(), 3u);
-  EXPECT_EQ(slices[0].index, 1);
-  EXPECT_EQ(slices[0].n_tokens, 1);
-  EXPECT_EQ(slices[1].index, 3);
-  EXPECT_EQ(slices[2].index, 0);
-  EXPECT_EQ(slices[2].n_tokens, 6);  // budget 8 - 2 decode tokens
+// Submits while the model is held so that all of them queue before the first step.
+GenerationRequest with_priority(GenerationRequest r, int priority) {
+  r.priority = priority;
+  return r;
 }
 
-TEST(FirstComePolicy, PrefillAlwaysProgressesAndAdmissionFillsFreeSlots) {
-  FirstComePolicy policy(/*step_token_budget=*/1);
-  std::vector<StepSlice> slices = policy.plan_step({{0, 50, 1, true}, {1, 50, 9, false}});
-  ASSERT_EQ(slices.size(), 2u);
-  EXPECT_EQ(slices[1].index, 1);
-  EXPECT_EQ(slices[1].n_tokens, 1);
-  EXPECT_EQ(policy.n_to_admit(5, 2), 2);
-  EXPECT_EQ(policy.n_to_admit(1, 2), 1);
-  EXPECT_TRUE(policy.plan_step({}).empty());
+TEST(Engine, QueuedRequestsStartInPriorityOrder) {
+  FakeModel model;
+  model.hold();
+  EngineOptions o = small_options();
+  o.max_batch_size = 1;
+  o.aging_per_second = 0;
+  Engine engine(model, o);
+  std::vector<std::pair<int, std::string>> order;  // priority, in order of finishing
+  std::mutex m;
+  Collector first;
+  engine.submit(greedy({kBos, letter('a')}, 2), first.callback());
+  model.wait_for_forward_calls(1);
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (int priority : {10, 50, 100, 10, 100}) {
+    collectors.push_back(std::make_unique<Collector>());
+    Collector* c = collectors.back().get();
+    engine.submit(with_priority(greedy({kBos, letter('a')}, 1), priority),
+                  [&, c, priority](const GenerationEvent& e) {
+                    if (e.kind == GenerationEvent::Kind::Finished) {
+                      std::lock_guard lock(m);
+                      order.push_back({priority, ""});
+                    }
+                    c->callback()(e);
+                  });
+  }
+  model.release();
+  for (auto& c : collectors) c->wait();
+  std::vector<int> priorities;
+  for (auto& [p, unused] : order) priorities.push_back(p);
+  EXPECT_EQ(priorities, (std::vector<int>{100, 100, 50, 10, 10}));
+}
+
+TEST(Engine, GoldPreemptsBronzeAndBothGiveTheirUninterruptedTokens) {
+  FakeModel model;
+  EngineOptions o = small_options();
+  o.max_batch_size = 1;
+  Engine engine(model, o);
+  Collector alone;
+  engine.submit(greedy({kBos, letter('a')}, 20), alone.callback());
+  const std::string uninterrupted = alone.text();
+
+  model.hold();
+  Collector bronze, gold;
+  const int calls_before = model.forward_calls();
+  engine.submit(with_priority(greedy({kBos, letter('a')}, 20), 10), bronze.callback());
+  model.grant(5);  // the bronze prefills and decodes a few tokens
+  model.wait_for_forward_calls(calls_before + 6);
+  engine.submit(with_priority(greedy({kBos, letter('p')}, 3), 100), gold.callback());
+  model.release();
+  EXPECT_EQ(gold.text(), "qrs");
+  EXPECT_EQ(bronze.text(), uninterrupted);
+  EXPECT_GE(engine.stats().preemptions.load(), 1u);
+  // The gold finished first although the bronze was running when it arrived.
+  EXPECT_LT(gold.wait().total_ms, bronze.wait().total_ms);
+}
+
+TEST(Engine, PreemptedSequenceRecomputesItsKvWhenMemoryRunsOut) {
+  FakeModel model;
+  EngineOptions o = small_options();
+  o.max_batch_size = 2;
+  o.kv_page_tokens = 4;
+  // Fake model pages: 1 layer, kv_dim 1 -> 2 blocks of 64 bytes = 128 bytes; 5 pages = 20
+  // positions, less than the two requests need together (16 + 14).
+  o.kv_budget_bytes = 5 * 128;
+  Engine engine(model, o);
+  Collector alone;
+  engine.submit(greedy({kBos, letter('a')}, 14), alone.callback());
+  const std::string uninterrupted = alone.text();
+
+  model.hold();
+  Collector bronze, gold;
+  const int calls_before = model.forward_calls();
+  engine.submit(with_priority(greedy({kBos, letter('a')}, 14), 10), bronze.callback());
+  model.grant(9);
+  model.wait_for_forward_calls(calls_before + 10);
+  engine.submit(with_priority(greedy({kBos, letter('c'), letter('d'), letter('e')}, 10), 100),
+                gold.callback());
+  model.release();
+  EXPECT_EQ(gold.text(), "fghijklmno");
+  EXPECT_EQ(bronze.text(), uninterrupted);
+  EXPECT_GE(engine.stats().kv_drops.load(), 1u);
+  EXPECT_GT(engine.stats().recomputed_tokens.load(), 0u);
+  wait_until_idle(engine);
+  EXPECT_EQ(engine.stats().kv_pages_used.load(), 0u);
+}
+
+TEST(Engine, LongPromptIsSplitSoAShortRequestsFirstTokenComesFirst) {
+  FakeModel model(/*context_length=*/256);
+  model.hold();
+  EngineOptions o = small_options();
+  o.step_token_budget = 16;
+  o.micro_task_tokens = 8;
+  Engine engine(model, o);
+  std::vector<std::string> first_tokens;  // which request's first token came, in order
+  std::mutex m;
+  auto note_first = [&](std::string name, Collector& c) {
+    auto seen = std::make_shared<bool>(false);
+    return [&, name, seen, cb = c.callback()](const GenerationEvent& e) {
+      if (e.kind == GenerationEvent::Kind::Token && !*seen) {
+        *seen = true;
+        std::lock_guard lock(m);
+        first_tokens.push_back(name);
+      }
+      cb(e);
+    };
+  };
+  Collector long_one, short_one;
+  std::vector<TokenId> long_prompt(200, letter('a'));
+  engine.submit(greedy(long_prompt, 2), note_first("long", long_one));
+  model.wait_for_forward_calls(1);
+  engine.submit(greedy({kBos, letter('x')}, 2), note_first("short", short_one));
+  model.release();
+  long_one.wait();
+  short_one.wait();
+  EXPECT_EQ(first_tokens, (std::vector<std::string>{"short", "long"}));
+  EXPECT_GE(engine.stats().forward_calls.load(), 200u / 16);
+}
+
+TEST(Engine, RequestThatWaitsTooLongInTheQueueFails) {
+  FakeModel model;
+  model.hold();
+  EngineOptions o = small_options();
+  o.max_batch_size = 1;
+  o.queue_timeout_ms = 50;
+  Engine engine(model, o);
+  Collector running, waiting;
+  engine.submit(greedy({kBos, letter('a')}, 2), running.callback());
+  model.wait_for_forward_calls(1);
+  engine.submit(greedy({kBos, letter('a')}, 2), waiting.callback());
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  model.release();
+  const GenerationEvent& done = waiting.wait();
+  EXPECT_EQ(done.finish_reason, FinishReason::Error);
+  EXPECT_NE(done.error.find("queue"), std::string::npos);
+  EXPECT_EQ(running.wait().finish_reason, FinishReason::Length);
+  EXPECT_EQ(engine.stats().queue_timeouts.load(), 1u);
+}
+
+TEST(Engine, PromptLargerThanTheKvBudgetIsRejected) {
+  FakeModel model;
+  EngineOptions o = small_options();
+  o.kv_page_tokens = 4;
+  o.kv_budget_bytes = 2 * 128;  // 8 positions
+  Engine engine(model, o);
+  Collector c;
+  SubmitResult r = engine.submit(greedy(std::vector<TokenId>(10, letter('a')), 2), c.callback());
+  EXPECT_EQ(r.status, SubmitStatus::Invalid);
+  EXPECT_NE(r.message.find("KV budget"), std::string::npos);
+}
+
+TEST(Engine, GenerationStopsWithLengthWhenTheKvBudgetIsFull) {
+  FakeModel model;
+  EngineOptions o = small_options();
+  o.kv_page_tokens = 4;
+  o.kv_budget_bytes = 2 * 128;  // 8 positions
+  Engine engine(model, o);
+  Collector c;
+  engine.submit(greedy({kBos, letter('a')}, 50), c.callback());
+  // Positions 0..7 hold the prompt and b..g; h, sampled at position 7, has no page left.
+  EXPECT_EQ(c.text(), "bcdefgh");
+  EXPECT_EQ(c.wait().finish_reason, FinishReason::Length);
 }
 
 }  // namespace

@@ -118,6 +118,10 @@ class FakeModel : public Model {
     std::lock_guard lock(mutex_);
     fail_ = true;
   }
+  int forward_calls() const {
+    std::lock_guard lock(mutex_);
+    return forward_calls_;
+  }
   int max_seqs_in_batch() const {
     std::lock_guard lock(mutex_);
     return max_seqs_in_batch_;

@@ -1,0 +1,68 @@
+#include "engine/batched_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "kv/paged_kv_cache.h"
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+}  // namespace
+
+BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, ThreadPool& pool,
+                                     int max_batch_tokens) {
+  const ModelConfig& config = model.config();
+  const int n_positions = c.n_prompt + c.n_generate;
+  if (c.n_prompt < 1 || c.n_generate < 1 || c.n_parallel < 1 || max_batch_tokens < 1) {
+    fail("batched bench: prompt, generate, parallel and batch sizes must be >= 1");
+  }
+  if (n_positions > config.context_length) {
+    fail("batched bench: ", c.n_prompt, " + ", c.n_generate, " tokens exceed the context (",
+         config.context_length, ")");
+  }
+  const int kv_dim = config.n_kv_heads * config.head_dim;
+  const int page_tokens = PagedKvCache::kDefaultPageTokens;
+  PagePool probe({page_tokens, config.n_layers, kv_dim}, 0);
+  const size_t pages = static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
+  PagedKvCache kv(config.n_layers, kv_dim, config.context_length, pages * probe.page_bytes(),
+                  page_tokens);
+
+  // Any valid tokens do: the cost of a forward pass does not depend on which.
+  auto token_at = [&](int seq, int pos) {
+    return static_cast<TokenId>((1000 + 7919 * pos + 104729 * seq) % config.n_vocab);
+  };
+  std::vector<float> logits(static_cast<size_t>(c.n_parallel) * config.n_vocab);
+  BatchedBenchResult result;
+  result.c = c;
+
+  std::vector<BatchToken> batch;
+  const auto prefill_start = std::chrono::steady_clock::now();
+  for (int seq = 0; seq < c.n_parallel; ++seq) {
+    for (int pos = 0; pos < c.n_prompt; ++pos) {
+      batch.push_back({token_at(seq, pos), pos, seq, pos + 1 == c.n_prompt});
+      if (static_cast<int>(batch.size()) == max_batch_tokens ||
+          (seq + 1 == c.n_parallel && pos + 1 == c.n_prompt)) {
+        model.forward(batch, kv, logits.data(), pool);
+        batch.clear();
+      }
+    }
+  }
+  result.prefill_s = seconds_since(prefill_start);
+
+  const auto decode_start = std::chrono::steady_clock::now();
+  for (int step = 0; step < c.n_generate; ++step) {
+    batch.clear();
+    const int pos = c.n_prompt + step;
+    for (int seq = 0; seq < c.n_parallel; ++seq) batch.push_back({token_at(seq, pos), pos, seq, true});
+    model.forward(batch, kv, logits.data(), pool);
+  }
+  result.decode_s = seconds_since(decode_start);
+  return result;
+}
+
+}  // namespace k25

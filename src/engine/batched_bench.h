@@ -1,0 +1,32 @@
+// Batched decode throughput, measured the way llama.cpp's llama-batched-bench does, so the two
+// can be compared side by side: `n_parallel` sequences each prefill `n_prompt` tokens (one
+// batch, cut into chunks of at most `max_batch_tokens`), then decode `n_generate` steps in which
+// every sequence adds one token (one forward call of n_parallel tokens per step). The KV cache
+// is the engine's paged one.
+#pragma once
+
+#include <vector>
+
+#include "model/model.h"
+
+namespace k25 {
+
+struct BatchedBenchCase {
+  int n_prompt = 128;
+  int n_generate = 128;
+  int n_parallel = 1;
+};
+
+struct BatchedBenchResult {
+  BatchedBenchCase c;
+  double prefill_s = 0;  // all n_parallel * n_prompt prompt tokens
+  double decode_s = 0;   // all n_generate steps
+  double prefill_tokens_per_s() const { return c.n_parallel * double(c.n_prompt) / prefill_s; }
+  double decode_tokens_per_s() const { return c.n_parallel * double(c.n_generate) / decode_s; }
+};
+
+// Throws k25::Error when a sequence would not fit the model's context.
+BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, ThreadPool& pool,
+                                     int max_batch_tokens = 2048);
+
+}  // namespace k25

@@ -1,0 +1,290 @@
+#include "engine/elastic_scheduler.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "util/error.h"
+
+namespace k25 {
+
+ElasticScheduler::ElasticScheduler(SchedulerOptions options) : options_(options) {
+  if (options_.max_batch_size < 1) fail("scheduler: max_batch_size must be >= 1");
+  if (options_.step_token_budget < 1) fail("scheduler: step_token_budget must be >= 1");
+  if (options_.micro_task_tokens < 1) fail("scheduler: micro_task_tokens must be >= 1");
+  if (options_.aging_per_second < 0) fail("scheduler: aging_per_second must be >= 0");
+  if (options_.priority_band <= 0) fail("scheduler: priority_band must be > 0");
+}
+
+int ElasticScheduler::pending_micro_tasks(const std::vector<SeqView>& seqs) const {
+  int n = 0;
+  for (const SeqView& s : seqs) {
+    if (s.n_pending() > 1) n += (s.n_pending() + options_.micro_task_tokens - 1) / options_.micro_task_tokens;
+  }
+  return n;
+}
+
+namespace {
+
+// The decision being built: a working copy of what each sequence holds, updated as sequences
+// are preempted, admitted, dropped and given tasks.
+class Planner {
+ public:
+  Planner(const ElasticScheduler& scheduler, const std::vector<SeqView>& seqs, PoolView pool)
+      : opt_(scheduler.options()), seqs_(seqs), page_tokens_(pool.page_tokens), free_(pool.free_pages) {
+    const size_t n = seqs.size();
+    eff_.resize(n);
+    running_.resize(n);
+    held_.resize(n);
+    computed_.resize(n);
+    task_of_.assign(n, -1);
+    admitted_now_.assign(n, false);
+    for (size_t i = 0; i < n; ++i) {
+      eff_[i] = scheduler.effective_priority(seqs[i]);
+      running_[i] = seqs[i].running;
+      held_[i] = seqs[i].pages_held;
+      computed_[i] = seqs[i].n_computed;
+      n_running_ += running_[i] ? 1 : 0;
+    }
+  }
+
+  StepDecision run() {
+    admit_queued();
+    promised_ = 0;  // from here on, the admitted sequences compete for pages by rank
+    plan_decode_tokens();
+    plan_prefill();
+    group_by_plan();
+    return std::move(d_);
+  }
+
+ private:
+  int n_seqs() const { return static_cast<int>(seqs_.size()); }
+  int pending(int i) const { return seqs_[i].n_tokens - computed_[i]; }
+  bool tasked(int i) const { return task_of_[i] >= 0; }
+  // Whether a outranks b: priority band (effective priority / priority_band), then the shorter
+  // remainder (a short prompt's first token is not stuck behind a long prompt's chunks), then
+  // arrival.
+  bool outranks(int a, int b) const {
+    const long band_a = static_cast<long>(eff_[a] / opt_.priority_band);
+    const long band_b = static_cast<long>(eff_[b] / opt_.priority_band);
+    if (band_a != band_b) return band_a > band_b;
+    if (pending(a) != pending(b)) return pending(a) < pending(b);
+    return seqs_[a].arrival < seqs_[b].arrival;
+  }
+  long pages_needed(int i, int positions) const {
+    const long total = (positions + page_tokens_ - 1) / page_tokens_;
+    return std::max(0L, total - held_[i]);
+  }
+  // Whether i's next token is set aside in next_token_reserve(): running sequences without a
+  // task yet (those admitted this step have their first micro-task promised instead).
+  bool reserves_next_token(int i) const {
+    return running_[i] && !tasked(i) && !admitted_now_[i] && pending(i) > 0;
+  }
+  // Pages the running sequences need for their next token (except `skip`), plus the first
+  // micro-tasks promised to the sequences admitted this step.
+  long next_token_reserve(int skip = -1) const {
+    long sum = promised_;
+    for (int i = 0; i < n_seqs(); ++i) {
+      if (i != skip && reserves_next_token(i)) {
+        sum += pages_needed(i, computed_[i] + 1);
+      }
+    }
+    return sum;
+  }
+
+  void drop(int i) {
+    free_ += held_[i];
+    held_[i] = 0;
+    computed_[i] = 0;
+    d_.drop_kv.push_back(i);
+  }
+  void preempt(int i, bool drop_kv) {
+    running_[i] = false;
+    --n_running_;
+    d_.preempt.push_back(i);
+    if (drop_kv) drop(i);
+  }
+
+  // Sequences ranked below `for_seq` whose pages may be taken: queued ones first (cheapest),
+  // then running ones without a task this step; lowest priority first within each.
+  std::vector<int> memory_victims(int for_seq) const {
+    std::vector<int> victims;
+    for (int i = 0; i < n_seqs(); ++i) {
+      if (i == for_seq || held_[i] == 0 || !outranks(for_seq, i)) continue;
+      if (running_[i] && (tasked(i) || admitted_now_[i])) continue;
+      victims.push_back(i);
+    }
+    std::sort(victims.begin(), victims.end(), [&](int a, int b) {
+      if (running_[a] != running_[b]) return !running_[a];
+      return outranks(b, a);
+    });
+    return victims;
+  }
+
+  // Makes `need` pages free for `for_seq` plus what the remaining running sequences need for
+  // their next token (when `keep_reserve`). Takes nothing unless it can succeed.
+  bool make_room(int for_seq, long need, bool keep_reserve) {
+    auto wanted = [&] { return need + (keep_reserve ? next_token_reserve(for_seq) : 0); };
+    if (free_ >= wanted()) return true;
+    const std::vector<int> victims = memory_victims(for_seq);
+    long reachable = free_;
+    for (int v : victims) reachable += held_[v];
+    long reserve_left = 0;
+    if (keep_reserve) {
+      reserve_left = promised_;
+      for (int i = 0; i < n_seqs(); ++i) {
+        const bool victim = std::find(victims.begin(), victims.end(), i) != victims.end();
+        if (i != for_seq && !victim && reserves_next_token(i)) {
+          reserve_left += pages_needed(i, computed_[i] + 1);
+        }
+      }
+    }
+    if (reachable < need + reserve_left) return false;
+    for (int v : victims) {
+      if (free_ >= wanted()) break;
+      if (running_[v]) {
+        preempt(v, true);
+      } else {
+        drop(v);
+      }
+    }
+    return free_ >= wanted();
+  }
+
+  // Lowest-ranked running sequence that `for_seq` outranks and whose base priority is below
+  // for_seq's (aging alone never preempts), or -1. Sequences admitted this step are kept.
+  int slot_victim(int for_seq) const {
+    int best = -1;
+    for (int i = 0; i < n_seqs(); ++i) {
+      if (!running_[i] || admitted_now_[i] || !outranks(for_seq, i)) continue;
+      if (seqs_[i].priority >= seqs_[for_seq].priority) continue;
+      if (best < 0 || outranks(best, i)) best = i;
+    }
+    return best;
+  }
+
+  void admit_queued() {
+    std::vector<int> queued;
+    for (int i = 0; i < n_seqs(); ++i) {
+      if (!running_[i]) queued.push_back(i);
+    }
+    std::sort(queued.begin(), queued.end(), [&](int a, int b) { return outranks(a, b); });
+    for (int q : queued) {
+      const bool may_preempt = seqs_[q].priority >= opt_.preempt_min_priority;
+      if (n_running_ >= opt_.max_batch_size && (!may_preempt || slot_victim(q) < 0)) break;
+      const int first_chunk = std::min(pending(q), opt_.micro_task_tokens);
+      const long need = pages_needed(q, computed_[q] + first_chunk);
+      if (!make_room(q, need, true)) break;
+      if (n_running_ >= opt_.max_batch_size) {
+        const int victim = slot_victim(q);
+        if (victim < 0) break;
+        preempt(victim, false);  // it keeps its pages while the pool can spare them
+      }
+      running_[q] = true;
+      admitted_now_[q] = true;
+      promised_ += need;
+      ++n_running_;
+      d_.admit.push_back(q);
+    }
+  }
+
+  std::vector<int> running_by_rank() const {
+    std::vector<int> order;
+    for (int i = 0; i < n_seqs(); ++i) {
+      if (running_[i]) order.push_back(i);
+    }
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return outranks(a, b); });
+    return order;
+  }
+
+  // Adds `length` tokens to i's task (creating it) when the pool holds them, taking pages from
+  // lower-ranked sequences if needed; returns the tokens actually added (fewer when memory is
+  // short, 0 when none fit).
+  int add_tokens(int i, int length) {
+    const int start = computed_[i] + (tasked(i) ? d_.tasks[task_of_[i]].length : 0);
+    if (pages_needed(i, start + length) > free_) make_room(i, pages_needed(i, start + length), false);
+    const long fits = (held_[i] + free_) * page_tokens_ - start;
+    length = static_cast<int>(std::min<long>(length, fits));
+    if (length <= 0) return 0;
+    const long need = pages_needed(i, start + length);
+    free_ -= need;
+    held_[i] += static_cast<int>(need);
+    if (tasked(i)) {
+      d_.tasks[task_of_[i]].length += length;
+    } else {
+      task_of_[i] = static_cast<int>(d_.tasks.size());
+      d_.tasks.push_back({i, computed_[i], length, eff_[i], seqs_[i].plan_key});
+    }
+    return length;
+  }
+
+  void plan_decode_tokens() {
+    for (int i : running_by_rank()) {
+      if (running_[i] && pending(i) == 1) budget_ -= add_tokens(i, 1);
+    }
+  }
+
+  void plan_prefill() {
+    std::vector<int> order;
+    for (int i : running_by_rank()) {
+      if (running_[i] && !tasked(i) && pending(i) > 1) order.push_back(i);
+    }
+    bool any = false;
+    // Round one: a micro-task each, in order. Later rounds: further micro-tasks for the same
+    // sequences while the budget lasts (one long prompt alone still fills the step).
+    for (bool progress = true; progress;) {
+      progress = false;
+      for (int i : order) {
+        const int start = computed_[i] + (tasked(i) ? d_.tasks[task_of_[i]].length : 0);
+        const int left = seqs_[i].n_tokens - start;
+        if (left <= 0 || !running_[i]) continue;
+        // The first prefill of a step always gets at least one token, so prefill never starves.
+        const int allowance = any ? budget_ : std::max(budget_, 1);
+        const int n = std::min({left, opt_.micro_task_tokens, allowance});
+        if (n <= 0) return;
+        const int added = add_tokens(i, n);
+        budget_ -= added;
+        if (added > 0) {
+          any = true;
+          progress = true;
+        }
+      }
+    }
+  }
+
+  void group_by_plan() {
+    std::vector<uint64_t> key_order;
+    for (const TaskDescriptor& t : d_.tasks) {
+      if (std::find(key_order.begin(), key_order.end(), t.plan_key) == key_order.end()) {
+        key_order.push_back(t.plan_key);
+      }
+    }
+    std::stable_sort(d_.tasks.begin(), d_.tasks.end(), [&](const TaskDescriptor& a, const TaskDescriptor& b) {
+      return std::find(key_order.begin(), key_order.end(), a.plan_key) <
+             std::find(key_order.begin(), key_order.end(), b.plan_key);
+    });
+  }
+
+  const SchedulerOptions& opt_;
+  const std::vector<SeqView>& seqs_;
+  int page_tokens_;
+  long free_;
+  int budget_ = opt_.step_token_budget;
+  int n_running_ = 0;
+  std::vector<double> eff_;
+  std::vector<bool> running_;
+  std::vector<int> held_;
+  std::vector<int> computed_;
+  std::vector<int> task_of_;  // index into d_.tasks, or -1
+  std::vector<bool> admitted_now_;
+  long promised_ = 0;  // pages of the first micro-tasks of sequences admitted this step
+  StepDecision d_;
+};
+
+}  // namespace
+
+StepDecision ElasticScheduler::plan(const std::vector<SeqView>& seqs, PoolView pool) const {
+  if (pool.page_tokens < 1) fail("scheduler: page_tokens must be >= 1");
+  return Planner(*this, seqs, pool).run();
+}
+
+}  // namespace k25

@@ -1,0 +1,87 @@
+// The elastic batcher's decisions (SPEC R-EB1..5) as pure logic over small views of the engine's
+// sequences, so every rule is unit-tested without a model:
+//  - rank: effective priority (base priority plus aging for the time a sequence went without
+//    service) in bands of `priority_band` points, then the shorter remainder, then arrival;
+//  - admission: queued requests take free batch slots in rank order, as far as the KV pool
+//    holds their first micro-task;
+//  - preemption: a request at or above `preempt_min_priority` (gold) that finds no slot takes one
+//    from the lowest-priority running sequence, which goes back to the queue keeping its KV pages
+//    unless memory is needed; memory shortages drop the KV of lower-priority sequences (they
+//    recompute it later) before anyone of higher priority waits;
+//  - the step: one decode token of every running sequence, then prefill micro-tasks in rank
+//    order under the step's token budget, emitted as a
+//    task descriptor array grouped by compute plan (R-EB1, R-EB3).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace k25 {
+
+struct SchedulerOptions {
+  int max_batch_size = 24;         // sequences holding a batch slot (R-EB4)
+  int step_token_budget = 512;     // tokens per engine step (R-EB2)
+  int micro_task_tokens = 128;     // prefill chunk (R-EB2); see docs/engine.md for the choice
+  double aging_per_second = 10.0;  // priority points gained per second without service (R-EB3)
+  double priority_band = 10.0;     // effective priorities this close count as equal
+  int preempt_min_priority = 100;  // arrivals with at least this base priority may preempt (gold)
+};
+
+// A sequence as the scheduler sees it; running or queued (never started, or preempted).
+struct SeqView {
+  bool running = false;
+  int priority = 50;      // base priority (R-FP4: gold 100, silver 50, bronze 10)
+  double waited_s = 0;    // seconds without service: since queued, or since its last task
+  int n_tokens = 0;       // tokens known: the prompt, then every generated token
+  int n_computed = 0;     // positions whose K/V are in the cache
+  int pages_held = 0;     // KV pages it holds
+  uint64_t arrival = 0;   // submission order (ties)
+  uint64_t plan_key = 0;  // compute plan (config_mask): equal keys share a forward call
+
+  int n_pending() const { return n_tokens - n_computed; }
+};
+
+struct PoolView {
+  long free_pages = 0;
+  int page_tokens = 16;
+};
+
+// One entry of the task descriptor array (R-EB1): `length` tokens of sequence `seq` (an index
+// into the views) from position `start`.
+struct TaskDescriptor {
+  int seq = 0;
+  int start = 0;
+  int length = 0;
+  double priority = 0;  // effective priority when planned
+  uint64_t plan_key = 0;
+};
+
+struct StepDecision {
+  std::vector<int> admit;    // queued sequences that take a batch slot now
+  std::vector<int> preempt;  // running sequences sent back to the queue
+  std::vector<int> drop_kv;  // sequences whose KV pages are released (they recompute later)
+  // Tasks of equal plan_key are adjacent (one forward call each); groups in priority order.
+  std::vector<TaskDescriptor> tasks;
+};
+
+class ElasticScheduler {
+ public:
+  // Throws k25::Error on a non-positive size, budget or micro-task length.
+  explicit ElasticScheduler(SchedulerOptions options);
+
+  // The engine applies the decision in this order: drop_kv, preempt, admit, then runs tasks.
+  StepDecision plan(const std::vector<SeqView>& seqs, PoolView pool) const;
+
+  // Prefill micro-tasks not yet run, over all sequences (R-EB6's queue length).
+  int pending_micro_tasks(const std::vector<SeqView>& seqs) const;
+
+  double effective_priority(const SeqView& s) const {
+    return s.priority + options_.aging_per_second * s.waited_s;
+  }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  SchedulerOptions options_;
+};
+
+}  // namespace k25

@@ -1,0 +1,238 @@
+#include "engine/elastic_scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+constexpr int kGold = 100, kSilver = 50, kBronze = 10;
+
+SchedulerOptions options(int budget, int micro, int max_batch = 24) {
+  SchedulerOptions o;
+  o.step_token_budget = budget;
+  o.micro_task_tokens = micro;
+  o.max_batch_size = max_batch;
+  return o;
+}
+
+// A running sequence that has computed `computed` of `tokens` tokens (pages to match).
+SeqView running(int priority, int tokens, int computed, uint64_t arrival, int page_tokens = 16) {
+  SeqView v;
+  v.running = true;
+  v.priority = priority;
+  v.n_tokens = tokens;
+  v.n_computed = computed;
+  v.pages_held = (computed + page_tokens - 1) / page_tokens;
+  v.arrival = arrival;
+  return v;
+}
+
+SeqView queued(int priority, int tokens, uint64_t arrival, double waited_s = 0) {
+  SeqView v;
+  v.priority = priority;
+  v.n_tokens = tokens;
+  v.arrival = arrival;
+  v.waited_s = waited_s;
+  return v;
+}
+
+PoolView plenty() {
+  return {1'000'000, 16};
+}
+
+const TaskDescriptor* task_of(const StepDecision& d, int seq) {
+  for (const TaskDescriptor& t : d.tasks) {
+    if (t.seq == seq) return &t;
+  }
+  return nullptr;
+}
+
+int total_tokens(const StepDecision& d) {
+  int n = 0;
+  for (const TaskDescriptor& t : d.tasks) n += t.length;
+  return n;
+}
+
+bool contains(const std::vector<int>& v, int x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+TEST(ElasticScheduler, EveryDecodeTokenThenPrefillWithinTheBudget) {
+  ElasticScheduler s(options(/*budget=*/16, /*micro=*/4));
+  std::vector<SeqView> seqs = {running(kSilver, 100, 0, 1), running(kSilver, 11, 10, 2),
+                               running(kSilver, 30, 0, 3), running(kSilver, 6, 5, 4)};
+  StepDecision d = s.plan(seqs, plenty());
+  EXPECT_EQ(total_tokens(d), 16);
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 1);
+  EXPECT_EQ(task_of(d, 1)->start, 10);
+  ASSERT_NE(task_of(d, 3), nullptr);
+  EXPECT_EQ(task_of(d, 3)->length, 1);
+  // 14 prefill tokens in micro-tasks of 4: both prompts progress, the shorter remainder first.
+  EXPECT_EQ(task_of(d, 0)->length + task_of(d, 2)->length, 14);
+  EXPECT_GE(task_of(d, 2)->length, task_of(d, 0)->length);
+}
+
+TEST(ElasticScheduler, ALongPromptIsCutIntoMicroTasksSoAShortOneGoesFirst) {
+  ElasticScheduler s(options(/*budget=*/64, /*micro=*/32));
+  // The long prompt arrived first, with the same priority.
+  std::vector<SeqView> seqs = {running(kSilver, 5000, 0, 1), running(kSilver, 10, 0, 2)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 10);  // the whole short prompt: its first token comes now
+  EXPECT_EQ(task_of(d, 0)->length, 54);  // the rest of the budget, not all 5000
+  EXPECT_EQ(s.pending_micro_tasks(seqs), (5000 + 31) / 32 + 1);
+}
+
+TEST(ElasticScheduler, ALoneLongPromptFillsTheBudget) {
+  ElasticScheduler s(options(/*budget=*/100, /*micro=*/32));
+  StepDecision d = s.plan({running(kSilver, 5000, 64, 1)}, plenty());
+  ASSERT_EQ(d.tasks.size(), 1u);
+  EXPECT_EQ(d.tasks[0].start, 64);
+  EXPECT_EQ(d.tasks[0].length, 100);
+}
+
+TEST(ElasticScheduler, HigherPriorityPrefillsFirst) {
+  ElasticScheduler s(options(/*budget=*/32, /*micro=*/32));
+  std::vector<SeqView> seqs = {running(kBronze, 100, 0, 1), running(kGold, 100, 0, 2),
+                               running(kSilver, 100, 0, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.tasks.size(), 1u);
+  EXPECT_EQ(d.tasks[0].seq, 1);
+}
+
+TEST(ElasticScheduler, PrefillProgressesEvenWhenDecodeTokensUseTheBudget) {
+  ElasticScheduler s(options(/*budget=*/2, /*micro=*/8));
+  std::vector<SeqView> seqs = {running(kSilver, 11, 10, 1), running(kSilver, 11, 10, 2),
+                               running(kSilver, 50, 0, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 2), nullptr);
+  EXPECT_EQ(task_of(d, 2)->length, 1);
+}
+
+TEST(ElasticScheduler, AdmitsByPriorityIntoFreeSlots) {
+  ElasticScheduler s(options(512, 128, /*max_batch=*/2));
+  std::vector<SeqView> seqs = {queued(kBronze, 10, 1), queued(kSilver, 10, 2),
+                               queued(kGold, 10, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.admit.size(), 2u);
+  EXPECT_EQ(d.admit[0], 2);
+  EXPECT_EQ(d.admit[1], 1);
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_EQ(task_of(d, 0), nullptr);  // still queued
+  EXPECT_NE(task_of(d, 2), nullptr);  // admitted requests run in the same step
+}
+
+TEST(ElasticScheduler, AgingBoundsHowLongBronzeWaits) {
+  SchedulerOptions o = options(512, 128, /*max_batch=*/1);
+  o.aging_per_second = 10;
+  ElasticScheduler s(o);
+  // Bronze has waited 9 s (10 + 90 = 100): ties with a fresh gold and wins on arrival.
+  std::vector<SeqView> seqs = {queued(kBronze, 10, 1, 9.0), queued(kGold, 10, 2, 0.0)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.admit.size(), 1u);
+  EXPECT_EQ(d.admit[0], 0);
+  // Less waiting: gold goes first.
+  seqs[0].waited_s = 8.0;
+  d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.admit.size(), 1u);
+  EXPECT_EQ(d.admit[0], 1);
+}
+
+TEST(ElasticScheduler, GoldPreemptsTheLowestPriorityRunningSequence) {
+  ElasticScheduler s(options(512, 128, /*max_batch=*/2));
+  std::vector<SeqView> seqs = {running(kSilver, 21, 20, 1), running(kBronze, 21, 20, 2),
+                               queued(kGold, 10, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.preempt.size(), 1u);
+  EXPECT_EQ(d.preempt[0], 1);
+  EXPECT_TRUE(d.drop_kv.empty());  // memory is plentiful: the bronze keeps its KV
+  ASSERT_EQ(d.admit.size(), 1u);
+  EXPECT_EQ(d.admit[0], 2);
+  EXPECT_EQ(task_of(d, 1), nullptr);
+  EXPECT_NE(task_of(d, 0), nullptr);
+}
+
+TEST(ElasticScheduler, SilverDoesNotPreempt) {
+  ElasticScheduler s(options(512, 128, /*max_batch=*/1));
+  std::vector<SeqView> seqs = {running(kBronze, 21, 20, 1), queued(kSilver, 10, 2)};
+  StepDecision d = s.plan(seqs, plenty());
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_TRUE(d.admit.empty());
+  EXPECT_NE(task_of(d, 0), nullptr);
+}
+
+TEST(ElasticScheduler, MemoryShortageDropsLowerPriorityKvFirst) {
+  ElasticScheduler s(options(512, 16));
+  // 4-token pages. A parked (preempted) bronze holds 5 pages; a running silver decodes; a gold
+  // arrival needs 4 pages for its first micro-task with only 1 free.
+  SeqView parked = queued(kBronze, 21, 1);
+  parked.n_computed = 20;
+  parked.pages_held = 5;
+  std::vector<SeqView> seqs = {parked, running(kSilver, 9, 8, 2, 4), queued(kGold, 16, 3)};
+  StepDecision d = s.plan(seqs, {1, 4});
+  EXPECT_TRUE(contains(d.drop_kv, 0));
+  EXPECT_TRUE(contains(d.admit, 2));
+  EXPECT_TRUE(d.preempt.empty());  // the silver keeps running
+  EXPECT_NE(task_of(d, 1), nullptr);
+  ASSERT_NE(task_of(d, 2), nullptr);
+  EXPECT_EQ(task_of(d, 2)->length, 16);
+}
+
+TEST(ElasticScheduler, MemoryShortagePreemptsRunningLowerPriorityWithoutItsKv) {
+  ElasticScheduler s(options(512, 16));
+  // The pool is full: a bronze holds 4 pages, a gold prompt waits for 4.
+  std::vector<SeqView> seqs = {running(kBronze, 17, 16, 1, 4), queued(kGold, 16, 2)};
+  StepDecision d = s.plan(seqs, {0, 4});
+  EXPECT_TRUE(contains(d.preempt, 0));
+  EXPECT_TRUE(contains(d.drop_kv, 0));
+  EXPECT_TRUE(contains(d.admit, 1));
+  EXPECT_EQ(task_of(d, 0), nullptr);
+}
+
+TEST(ElasticScheduler, NobodyIsEvictedForAnEqualOrLowerPriority) {
+  ElasticScheduler s(options(512, 16));
+  std::vector<SeqView> seqs = {running(kGold, 17, 16, 1, 4), queued(kSilver, 16, 2)};
+  StepDecision d = s.plan(seqs, {0, 4});
+  EXPECT_TRUE(d.preempt.empty());
+  EXPECT_TRUE(d.drop_kv.empty());
+  EXPECT_TRUE(d.admit.empty());
+  // The gold needs a fifth page for its next token and none is free: no task, nothing evicted.
+  EXPECT_TRUE(d.tasks.empty());
+}
+
+TEST(ElasticScheduler, PrefillShrinksToTheFreePages) {
+  ElasticScheduler s(options(512, 64));
+  StepDecision d = s.plan({running(kSilver, 100, 0, 1)}, {3, 4});
+  ASSERT_EQ(d.tasks.size(), 1u);
+  EXPECT_EQ(d.tasks[0].length, 12);
+}
+
+TEST(ElasticScheduler, TasksWithTheSamePlanAreAdjacent) {
+  ElasticScheduler s(options(512, 128));
+  std::vector<SeqView> seqs = {running(kGold, 11, 10, 1), running(kSilver, 11, 10, 2),
+                               running(kSilver, 11, 10, 3), running(kBronze, 11, 10, 4)};
+  seqs[0].plan_key = 7;
+  seqs[1].plan_key = 0;
+  seqs[2].plan_key = 7;
+  seqs[3].plan_key = 0;
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_EQ(d.tasks.size(), 4u);
+  EXPECT_EQ(d.tasks[0].plan_key, 7u);  // the gold's plan first
+  EXPECT_EQ(d.tasks[1].plan_key, 7u);
+  EXPECT_EQ(d.tasks[2].plan_key, 0u);
+  EXPECT_EQ(d.tasks[3].plan_key, 0u);
+}
+
+TEST(ElasticScheduler, RejectsBadOptions) {
+  EXPECT_THROW(ElasticScheduler(options(0, 8)), Error);
+  EXPECT_THROW(ElasticScheduler(options(8, 0)), Error);
+  EXPECT_THROW(ElasticScheduler(options(8, 8, 0)), Error);
+}
+
+}  // namespace
+}  // namespace k25
