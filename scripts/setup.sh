@@ -8,8 +8,10 @@ PACKAGES=(
   nlohmann-json3-dev libyaml-cpp-dev libcli11-dev
   libboost-dev libboost-system-dev          # Boost.Beast / Asio (header-only) for the HTTP server
   liburing-dev                              # io_uring for the disk KV tier
+  fio                                       # device baseline for the L3 read benchmark
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                                   # small helper scripts in tests and benchmarks
+  haproxy                                   # deploy/haproxy.cfg, run by the OpsHaproxy test
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/openai_client"
 

@@ -1,0 +1,456 @@
+#include "kv/disk_store.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include "util/crc32c.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+constexpr size_t kDirectAlignment = 4096;
+constexpr auto kCloseDrainTimeout = std::chrono::seconds(10);
+
+uint32_t page_crc(L3Key key, const std::byte* data, size_t length) {
+  // The key is mixed in so that a slot holding another page's (valid) bytes fails the check.
+  return crc32c_extend(crc32c(&key, sizeof(key)), data, length);
+}
+
+bool is_no_space(int error) {
+  return error == ENOSPC || error == EFBIG || error == EDQUOT;
+}
+
+}  // namespace
+
+const char* to_string(L3Status status) {
+  switch (status) {
+    case L3Status::kOk:
+      return "ok";
+    case L3Status::kNotFound:
+      return "not found";
+    case L3Status::kChecksumMismatch:
+      return "checksum mismatch";
+    case L3Status::kIoError:
+      return "I/O error";
+    case L3Status::kNoSpace:
+      return "no space";
+    case L3Status::kLengthMismatch:
+      return "length mismatch";
+    case L3Status::kTimedOut:
+      return "timed out";
+    case L3Status::kUnknownTicket:
+      return "unknown ticket";
+  }
+  return "?";
+}
+
+struct DiskStore::Op {
+  L3Ticket ticket = 0;
+  bool is_write = false;
+  L3Key key = 0;
+  L3Entry entry;
+  std::unique_ptr<std::byte[], AlignedFree> buffer;  // entry.extent.n_slots * page_size bytes
+  size_t buffer_bytes = 0;
+  size_t done = 0;  // bytes transferred so far (short transfers are continued)
+  std::vector<std::span<std::byte>> dest;
+  std::chrono::steady_clock::time_point submitted;
+};
+
+void DiskStore::AlignedFree::operator()(std::byte* p) const {
+  std::free(p);
+}
+
+DiskStore::DiskStore(DiskStoreOptions options)
+    : options_(std::move(options)), table_(0, options_.page_size) {
+  namespace fs = std::filesystem;
+  const DiskStoreOptions& o = options_;
+  if (o.path.empty()) fail("L3: l3_device is empty");
+  if (o.page_size == 0 || o.page_size % kDirectAlignment != 0)
+    fail("L3 ", o.path, ": l3_page_size ", o.page_size, " is not a positive multiple of 4096");
+  if (o.queue_depth == 0 || o.queue_depth > 4096)
+    fail("L3 ", o.path, ": queue depth ", o.queue_depth, " is not in [1, 4096]");
+
+  struct stat st {};
+  const bool exists = ::stat(o.path.c_str(), &st) == 0;
+  const bool block_device = exists && S_ISBLK(st.st_mode);
+  if (o.raw_device) {
+    if (!block_device) fail("L3 ", o.path, ": raw_device is set but this is not a block device");
+    if (o.index_path.empty()) fail("L3 ", o.path, ": a raw block device needs an index_path");
+    data_path_ = o.path;
+  } else if (block_device) {
+    fail("L3 ", o.path, ": is a block device; its contents would be overwritten, so it is used ",
+         "only when raw_device is configured");
+  } else if (exists && S_ISDIR(st.st_mode)) {
+    data_path_ = (fs::path(o.path) / "k25-l3.data").string();
+  } else {
+    data_path_ = o.path;
+  }
+  index_path_ = !o.index_path.empty()           ? o.index_path
+                : exists && S_ISDIR(st.st_mode) ? (fs::path(o.path) / "k25-l3.index").string()
+                                                : data_path_ + ".index";
+
+  std::error_code ec;
+  const bool data_existed = fs::exists(data_path_, ec);
+  const bool had_data = data_existed && (block_device || fs::file_size(data_path_, ec) > 0);
+  file_ = std::make_unique<IoUringFile>(data_path_, /*create=*/!o.raw_device, o.direct_io,
+                                        o.queue_depth);
+  if (o.direct_io && !file_->direct())
+    warn(concat("L3 ", data_path_, ": the file system refuses O_DIRECT; using buffered I/O"));
+
+  uint64_t capacity = o.capacity_bytes;
+  if (o.raw_device) capacity = std::min(capacity, file_->size());
+  const uint64_t n_slots = capacity / o.page_size;
+  if (n_slots == 0) fail("L3 ", data_path_, ": capacity ", capacity, " bytes is less than a page");
+  table_ = L3PageTable(n_slots, o.page_size);
+  const uint64_t data_bytes = file_->size();
+
+  if (fs::exists(index_path_, ec)) {
+    try {
+      size_t dropped = 0;
+      // A data file created just now holds none of the indexed pages.
+      table_ = L3PageTable::load(index_path_, n_slots, o.page_size, o.content_tag,
+                                 data_existed ? data_bytes : 0, &dropped);
+      stats_.index_loaded = true;
+      stats_.pages_dropped_at_start = dropped;
+      if (dropped > 0)
+        warn(concat("L3 ", index_path_, ": ", dropped, " pages dropped: they lie past the end of ",
+                    data_path_, " (deleted or truncated) or past the capacity"));
+    } catch (const Error& e) {
+      warn(concat(e.what(), "; starting empty"));
+    }
+  } else if (had_data) {
+    warn(concat("L3 ", index_path_, ": index missing; the pages in ", data_path_,
+                " are unreachable, starting empty"));
+  }
+  if (o.preallocate && !o.raw_device && data_bytes < n_slots * o.page_size) {
+    if (const int rc = file_->preallocate(n_slots * o.page_size); rc < 0)
+      warn(concat("L3 ", data_path_, ": cannot reserve ", n_slots * o.page_size, " bytes (",
+                  std::strerror(-rc), "); writes may find the disk full later"));
+  }
+}
+
+DiskStore::~DiskStore() {
+  if (!drain(kCloseDrainTimeout)) {
+    // The kernel may still write into these buffers: leak them rather than risk corruption.
+    warn(concat("L3 ", data_path_, ": ", ops_.size(), " requests still in flight at close"));
+    for (auto& [ticket, op] : ops_) static_cast<void>(op->buffer.release());
+  }
+  if (options_.persist_on_close) {
+    try {
+      persist();
+    } catch (const Error& e) {
+      warn(e.what());
+    }
+  }
+}
+
+void DiskStore::warn(std::string message) {
+  std::cerr << "warning: " << message << "\n";
+  if (warnings_.size() == kMaxWarnings) warnings_.erase(warnings_.begin());
+  warnings_.push_back(std::move(message));
+}
+
+L3Ticket DiskStore::finish_now(L3Key key, bool is_write, L3Status status, int error) {
+  const L3Ticket ticket = next_ticket_++;
+  done_.emplace(ticket, L3Completion{ticket, is_write, key, status, error});
+  return ticket;
+}
+
+L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::byte> bytes) {
+  const std::span<const std::byte> one[] = {bytes};
+  return submit_write(key, one);
+}
+
+L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces) {
+  size_t length = 0;
+  for (const auto& piece : pieces) length += piece.size();
+  if (length == 0) return finish_now(key, true, L3Status::kLengthMismatch);
+  const uint64_t n_slots = (length + options_.page_size - 1) / options_.page_size;
+  std::optional<L3Extent> extent;
+  if (n_slots <= UINT32_MAX) extent = table_.slots().allocate(static_cast<uint32_t>(n_slots));
+  if (!extent) {
+    ++stats_.no_space;
+    if (std::has_single_bit(stats_.no_space))  // 1st, 2nd, 4th, ...: no flood of warnings
+      warn(concat("L3 ", data_path_, ": capacity used up (", table_.slots().slots_free(),
+                  " slots free, page needs ", n_slots, "); ", stats_.no_space, " so far"));
+    return finish_now(key, true, L3Status::kNoSpace);
+  }
+  auto op = std::make_unique<Op>();
+  op->is_write = true;
+  op->key = key;
+  op->buffer_bytes = n_slots * options_.page_size;
+  op->buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlignment, op->buffer_bytes)));
+  if (!op->buffer) {
+    table_.slots().release(*extent);
+    ++stats_.io_errors;
+    return finish_now(key, true, L3Status::kIoError, ENOMEM);
+  }
+  size_t at = 0;
+  for (const auto& piece : pieces) {
+    if (!piece.empty()) std::memcpy(op->buffer.get() + at, piece.data(), piece.size());
+    at += piece.size();
+  }
+  std::memset(op->buffer.get() + length, 0, op->buffer_bytes - length);
+  op->entry = L3Entry{*extent, length, page_crc(key, op->buffer.get(), length)};
+  const L3Ticket ticket = next_ticket_++;
+  op->ticket = ticket;
+  latest_write_[key] = ticket;
+  start(std::move(op));
+  return ticket;
+}
+
+L3Ticket DiskStore::submit_read(L3Key key, std::span<std::byte> bytes) {
+  return submit_read(key, std::vector<std::span<std::byte>>{bytes});
+}
+
+L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pieces) {
+  const L3Entry* entry = table_.find(key);
+  if (!entry) {
+    ++stats_.not_found;
+    return finish_now(key, false, L3Status::kNotFound);
+  }
+  size_t length = 0;
+  for (const auto& piece : pieces) length += piece.size();
+  if (length != entry->length) return finish_now(key, false, L3Status::kLengthMismatch);
+  auto op = std::make_unique<Op>();
+  op->key = key;
+  op->entry = *entry;
+  op->buffer_bytes = size_t{entry->extent.n_slots} * options_.page_size;
+  op->buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlignment, op->buffer_bytes)));
+  if (!op->buffer) {
+    ++stats_.io_errors;
+    return finish_now(key, false, L3Status::kIoError, ENOMEM);
+  }
+  op->dest = std::move(pieces);
+  ++read_pins_[entry->extent.first_slot];  // its slots must not be reused while we read them
+  const L3Ticket ticket = next_ticket_++;
+  op->ticket = ticket;
+  start(std::move(op));
+  return ticket;
+}
+
+void DiskStore::start(std::unique_ptr<Op> op) {
+  Op& ref = *op;
+  ref.submitted = std::chrono::steady_clock::now();
+  ops_.emplace(ref.ticket, std::move(op));
+  if (!backlog_.empty() || !queue(ref)) backlog_.push_back(ref.ticket);
+  pump();
+}
+
+bool DiskStore::queue(Op& op) {
+  if (in_ring_ >= options_.queue_depth) return false;
+  const uint64_t offset = op.entry.extent.first_slot * options_.page_size + op.done;
+  std::byte* at = op.buffer.get() + op.done;
+  const size_t length = op.buffer_bytes - op.done;
+  const bool queued = op.is_write ? file_->queue_write(at, length, offset, op.ticket)
+                                  : file_->queue_read(at, length, offset, op.ticket);
+  if (queued) {
+    ++in_ring_;
+    ++unsubmitted_;
+  }
+  return queued;
+}
+
+void DiskStore::pump() {
+  while (!backlog_.empty()) {
+    auto it = ops_.find(backlog_.front());
+    if (it != ops_.end() && !queue(*it->second)) break;
+    backlog_.pop_front();
+  }
+  // A failed submit (EAGAIN, EBUSY) leaves the requests queued; the next pump retries, and
+  // waits are bounded, so the caller never hangs on it.
+  if (unsubmitted_ == 0) return;  // no system call when there is nothing new
+  const int submitted = file_->submit();
+  if (submitted > 0) unsubmitted_ -= std::min<size_t>(unsubmitted_, submitted);
+}
+
+void DiskStore::collect(std::chrono::nanoseconds timeout) {
+  pump();
+  if (in_ring_ == 0) return;
+  std::vector<IoUringFile::Completion> completions;
+  file_->reap(completions, timeout);
+  for (const auto& c : completions) {
+    --in_ring_;
+    auto it = ops_.find(c.user_data);
+    if (it != ops_.end()) complete(*it->second, c.result);
+  }
+  pump();
+}
+
+void DiskStore::complete(Op& op, int result) {
+  if (result == -EAGAIN || result == -EINTR) {  // transient: resubmit as is
+    if (!queue(op)) backlog_.push_back(op.ticket);
+    return;
+  }
+  if (result < 0) {
+    const int error = -result;
+    return finish(op, op.is_write && is_no_space(error) ? L3Status::kNoSpace : L3Status::kIoError,
+                  error);
+  }
+  if (result == 0) {  // end of file: the data file was truncated under us
+    return finish(op, op.is_write ? L3Status::kNoSpace : L3Status::kIoError, op.is_write ? 0 : EIO);
+  }
+  op.done += static_cast<size_t>(result);
+  if (op.done < op.buffer_bytes) {  // short transfer: continue with the rest
+    if (file_->direct() && op.done % kDirectAlignment != 0)
+      return finish(op, L3Status::kIoError, EIO);
+    if (!queue(op)) backlog_.push_back(op.ticket);
+    return;
+  }
+  finish(op, L3Status::kOk, 0);
+}
+
+void DiskStore::finish(Op& op, L3Status status, int error) {
+  const L3Ticket ticket = op.ticket;
+  if (op.is_write) {
+    const auto latest = latest_write_.find(op.key);
+    const bool newest = latest != latest_write_.end() && latest->second == ticket;
+    if (newest) latest_write_.erase(latest);
+    if (status == L3Status::kOk && newest) {
+      if (auto old = table_.put(op.key, op.entry)) release_extent(old->extent);
+      ++stats_.pages_written;
+      stats_.bytes_written += op.entry.length;
+    } else {
+      // Failed, or superseded by a newer write / erase() of the key while in flight.
+      release_extent(op.entry.extent);
+    }
+    if (status == L3Status::kNoSpace) {
+      ++stats_.no_space;
+      if (std::has_single_bit(stats_.no_space))
+        warn(concat("L3 ", data_path_, ": write failed: ", std::strerror(error ? error : ENOSPC),
+                    "; ", stats_.no_space, " so far"));
+    }
+  } else {
+    read_latency_.record(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   std::chrono::steady_clock::now() - op.submitted)
+                                                   .count()));
+    if (status == L3Status::kOk) {
+      if (page_crc(op.key, op.buffer.get(), op.entry.length) != op.entry.crc) {
+        status = L3Status::kChecksumMismatch;
+        ++stats_.checksum_failures;
+        if (std::has_single_bit(stats_.checksum_failures))
+          warn(concat("L3 ", data_path_, ": page ", op.key, " at slot ", op.entry.extent.first_slot,
+                      " fails its checksum; dropped (", stats_.checksum_failures, " so far)"));
+        const L3Entry* current = table_.find(op.key);
+        if (current && current->extent.first_slot == op.entry.extent.first_slot &&
+            current->crc == op.entry.crc) {
+          table_.erase(op.key);
+          release_extent(op.entry.extent);
+        }
+      } else {
+        size_t at = 0;
+        for (const auto& piece : op.dest) {
+          if (!piece.empty()) std::memcpy(piece.data(), op.buffer.get() + at, piece.size());
+          at += piece.size();
+        }
+        ++stats_.pages_read;
+        stats_.bytes_read += op.entry.length;
+      }
+    }
+    const uint64_t slot = op.entry.extent.first_slot;
+    if (--read_pins_[slot] == 0) {
+      read_pins_.erase(slot);
+      auto it = std::find_if(deferred_release_.begin(), deferred_release_.end(),
+                             [&](const L3Extent& e) { return e.first_slot == slot; });
+      if (it != deferred_release_.end()) {
+        table_.slots().release(*it);
+        deferred_release_.erase(it);
+      }
+    }
+  }
+  if (status == L3Status::kIoError) {
+    ++stats_.io_errors;
+    if (std::has_single_bit(stats_.io_errors))
+      warn(concat("L3 ", data_path_, ": ", op.is_write ? "write" : "read", " of page ", op.key,
+                  " failed: ", error ? std::strerror(error) : "short transfer", " (",
+                  stats_.io_errors, " so far)"));
+  }
+  done_.emplace(ticket, L3Completion{ticket, op.is_write, op.key, status, error});
+  ops_.erase(ticket);  // destroys op
+}
+
+void DiskStore::release_extent(L3Extent extent) {
+  if (read_pins_.count(extent.first_slot)) {
+    deferred_release_.push_back(extent);
+  } else {
+    table_.slots().release(extent);
+  }
+}
+
+std::vector<L3Completion> DiskStore::poll(std::chrono::milliseconds timeout) {
+  collect(done_.empty() ? std::chrono::nanoseconds(timeout) : std::chrono::nanoseconds(0));
+  std::vector<L3Completion> out;
+  out.reserve(done_.size());
+  for (auto& [ticket, completion] : done_) out.push_back(completion);
+  done_.clear();
+  std::sort(out.begin(), out.end(),
+            [](const L3Completion& a, const L3Completion& b) { return a.ticket < b.ticket; });
+  return out;
+}
+
+L3Completion DiskStore::wait(L3Ticket ticket, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto it = done_.find(ticket); it != done_.end()) {
+      const L3Completion completion = it->second;
+      done_.erase(it);
+      return completion;
+    }
+    if (!ops_.count(ticket)) return {ticket, false, 0, L3Status::kUnknownTicket, 0};
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds(0)) {
+      const Op& op = *ops_.at(ticket);
+      return {ticket, op.is_write, op.key, L3Status::kTimedOut, 0};
+    }
+    collect(left);
+  }
+}
+
+bool DiskStore::drain(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!ops_.empty()) {
+    const auto left = deadline - std::chrono::steady_clock::now();
+    if (left <= std::chrono::nanoseconds(0)) return false;
+    collect(left);
+  }
+  return true;
+}
+
+std::optional<uint64_t> DiskStore::stored_length(L3Key key) const {
+  const L3Entry* entry = table_.find(key);
+  if (!entry) return std::nullopt;
+  return entry->length;
+}
+
+bool DiskStore::erase(L3Key key) {
+  // A write still in flight for the key is dropped when it completes.
+  const bool pending = latest_write_.erase(key) > 0;
+  auto old = table_.erase(key);
+  if (old) release_extent(old->extent);
+  return old || pending;
+}
+
+void DiskStore::persist() {
+  if (const int rc = file_->datasync(); rc < 0)
+    fail("L3 ", data_path_, ": fdatasync failed: ", std::strerror(-rc));
+  table_.save(index_path_, options_.content_tag);
+}
+
+DiskStoreStats DiskStore::stats() const {
+  DiskStoreStats s = stats_;
+  s.direct_io = file_->direct();
+  s.slots_total = table_.slots().slots_total();
+  s.slots_used = s.slots_total - table_.slots().slots_free();
+  s.pages_stored = table_.size();
+  return s;
+}
+
+}  // namespace k25

@@ -1,0 +1,182 @@
+// The L3 KV tier (SPEC §4, R-KV2/R-KV5/R-KV6): pages stored in fixed-size, 4096-aligned slots of
+// one data file (or, when explicitly configured, a raw block device), read and written
+// asynchronously through io_uring with O_DIRECT, found through an in-memory page table
+// (L3PageTable) that is persisted to a small index file and validated at start.
+//
+// A stored page is an opaque 64-bit key plus a byte string (e.g. one L2 page, gathered from its
+// per-layer blocks); it occupies ceil(length / page_size) consecutive slots, written and read
+// with one request. Each page carries a CRC-32C over its key and bytes, checked on every read.
+//
+// Every failure is a typed status on the completion, never an exception or a crash: the caller
+// degrades to recomputation. Waits are bounded by a timeout.
+//
+// Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them);
+// submit_read() writes into the caller's destination spans when the read completes, so they must
+// stay valid until its completion has been returned by poll() or wait() (or the store is
+// destroyed). Destinations are written only when the checksum matches.
+//
+// Not synchronised: one thread (the engine's step loop) calls everything.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/io_uring_file.h"
+#include "kv/l3_page_table.h"
+#include "util/latency_histogram.h"
+
+namespace k25 {
+
+using L3Ticket = uint64_t;
+
+struct DiskStoreOptions {
+  // l3_device: a directory (the store keeps k25-l3.data and k25-l3.index in it), a regular file
+  // (its index is <path>.index), or, only with raw_device, a block device (then index_path is
+  // required; the device's contents are overwritten).
+  std::string path;
+  bool raw_device = false;
+  std::string index_path;                       // empty: next to the data file as above
+  uint64_t capacity_bytes = uint64_t{1} << 30;  // the data file never grows past this
+  uint32_t page_size = 4096;                    // l3_page_size: slot bytes, multiple of 4096
+  unsigned queue_depth = 64;                    // requests in the kernel at once
+  bool direct_io = true;                        // O_DIRECT (buffered when the FS refuses it)
+  // Reserve capacity_bytes on disk at start (fallocate): writes then never extend the file,
+  // which ext4 serialises for O_DIRECT (4 KiB writes: 6 MiB/s without, see docs/kv-cache.md),
+  // and the space is known to be there. Not done for a raw device.
+  bool preallocate = true;
+  // Identifies what the pages mean (e.g. a hash of the model and KV geometry): an index written
+  // with another tag is discarded at start, so a restart with another model never reuses KV.
+  uint64_t content_tag = 0;
+  bool persist_on_close = true;  // the destructor saves the index
+};
+
+enum class L3Status : uint8_t {
+  kOk,
+  kNotFound,          // no such key (never stored, erased, or dropped at start)
+  kChecksumMismatch,  // the bytes read are not the ones written: dropped from the table
+  kIoError,           // the device or file system failed (error = errno; ENOMEM: no staging
+                      // buffer), or a read found the end of the file
+  kNoSpace,           // ENOSPC / EFBIG / EDQUOT from the file system, or the capacity is used up
+  kLengthMismatch,    // the read's destination size differs from the stored length
+  kTimedOut,          // wait() gave up; the request is still in flight, wait again later
+  kUnknownTicket,     // never issued, or its completion was already returned
+};
+const char* to_string(L3Status status);
+
+struct L3Completion {
+  L3Ticket ticket = 0;
+  bool is_write = false;
+  L3Key key = 0;
+  L3Status status = L3Status::kOk;
+  int error = 0;  // errno for kIoError / kNoSpace when the kernel gave one
+  bool ok() const { return status == L3Status::kOk; }
+};
+
+struct DiskStoreStats {
+  bool direct_io = false;  // false: buffered fallback (the FS refused O_DIRECT) or configured
+  uint64_t slots_total = 0;
+  uint64_t slots_used = 0;
+  uint64_t pages_stored = 0;  // keys in the page table
+  uint64_t pages_written = 0, bytes_written = 0;
+  uint64_t pages_read = 0, bytes_read = 0;  // successful, checksum verified
+  uint64_t not_found = 0;
+  uint64_t checksum_failures = 0;
+  uint64_t io_errors = 0;
+  uint64_t no_space = 0;
+  uint64_t pages_dropped_at_start = 0;  // index entries that pointed past the data file
+  bool index_loaded = false;            // false: started empty
+};
+
+class DiskStore {
+ public:
+  // Opens (creating when needed) the data file and loads the index. A missing or invalid index
+  // starts the store empty with a warning. Throws k25::Error on bad options or a data file that
+  // cannot be opened, IoUringUnavailable when io_uring cannot be set up.
+  explicit DiskStore(DiskStoreOptions options);
+  // Waits (bounded) for requests in flight, then saves the index when persist_on_close.
+  ~DiskStore();
+  DiskStore(const DiskStore&) = delete;
+  DiskStore& operator=(const DiskStore&) = delete;
+
+  // Stores the concatenation of `pieces` under `key`, replacing any earlier page of that key once
+  // the write has completed (until then reads see the old one). Zero bytes is kLengthMismatch.
+  L3Ticket submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces);
+  L3Ticket submit_write(L3Key key, std::span<const std::byte> bytes);
+  // Reads `key` into `pieces` (scattered in order); their total size must equal the stored length.
+  L3Ticket submit_read(L3Key key, std::vector<std::span<std::byte>> pieces);
+  L3Ticket submit_read(L3Key key, std::span<std::byte> bytes);
+
+  // Completions that are ready; when there are none yet but requests are in flight, waits up to
+  // `timeout` for the first (zero: never blocks). Each ticket's completion is returned once, by
+  // poll() or wait(), whichever sees it first. Sorted by ticket.
+  std::vector<L3Completion> poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // Waits up to `timeout` for one ticket; kTimedOut leaves it in flight.
+  L3Completion wait(L3Ticket ticket, std::chrono::milliseconds timeout);
+  // Waits up to `timeout` until nothing is in flight (completions stay for poll()); false on
+  // timeout.
+  bool drain(std::chrono::milliseconds timeout);
+
+  bool contains(L3Key key) const { return table_.find(key) != nullptr; }
+  std::optional<uint64_t> stored_length(L3Key key) const;
+  std::vector<L3Key> keys() const { return table_.keys(); }
+  // Forgets a page, and any write of it still in flight (its slots are reused once no read of
+  // them is in flight); false when there was neither.
+  bool erase(L3Key key);
+  // Makes the pages written so far durable: fdatasync of the data, then the index atomically.
+  // Throws k25::Error on failure (the previous index stays valid).
+  void persist();
+
+  size_t in_flight() const { return ops_.size(); }
+  DiskStoreStats stats() const;
+  // Submission to completion of every read that reached the device.
+  const LatencyHistogram& read_latency() const { return read_latency_; }
+  // Warnings issued so far (also printed to stderr), oldest first, at most kMaxWarnings.
+  const std::vector<std::string>& warnings() const { return warnings_; }
+  const std::string& data_path() const { return data_path_; }
+  const std::string& index_path() const { return index_path_; }
+
+  static constexpr size_t kMaxWarnings = 64;
+
+ private:
+  struct Op;
+  struct AlignedFree {
+    void operator()(std::byte* p) const;
+  };
+
+  L3Ticket finish_now(L3Key key, bool is_write, L3Status status, int error = 0);
+  void start(std::unique_ptr<Op> op);
+  bool queue(Op& op);  // hands op's remaining bytes to the ring; false when the ring is full
+  void pump();         // queue the backlog, submit
+  void collect(std::chrono::nanoseconds timeout);
+  void complete(Op& op, int result);
+  void finish(Op& op, L3Status status, int error);
+  void release_extent(L3Extent extent);
+  void warn(std::string message);
+
+  DiskStoreOptions options_;
+  std::string data_path_, index_path_;
+  std::unique_ptr<IoUringFile> file_;
+  L3PageTable table_;
+  L3Ticket next_ticket_ = 1;
+  std::unordered_map<L3Ticket, std::unique_ptr<Op>> ops_;  // issued, not yet completed
+  std::deque<L3Ticket> backlog_;                           // issued, waiting for ring space
+  size_t in_ring_ = 0;                                     // handed to the ring, not yet completed
+  size_t unsubmitted_ = 0;  // queued in the ring, not yet submitted to the kernel
+  std::unordered_map<L3Ticket, L3Completion> done_;   // completed, not yet returned
+  std::unordered_map<L3Key, L3Ticket> latest_write_;  // newest write in flight per key
+  std::unordered_map<uint64_t, uint32_t> read_pins_;  // first slot -> reads in flight on it
+  std::vector<L3Extent> deferred_release_;            // freed while a read was in flight
+  DiskStoreStats stats_;
+  LatencyHistogram read_latency_;
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace k25
