@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -92,13 +93,15 @@ inline std::vector<std::string> sse_data(const std::string& body) {
 
 class ServerProcess {
  public:
-  // Starts k25-server with `args` (plus --host 127.0.0.1 --port 0) and waits until /health
-  // answers 200. Throws on failure.
-  explicit ServerProcess(std::vector<std::string> args) {
+  // Starts k25-server with `args` (plus --host 127.0.0.1 --port 0), waits until it listens and,
+  // with `wait_ready`, until /health answers 200. Throws on failure.
+  explicit ServerProcess(std::vector<std::string> args, bool wait_ready = true) {
     log_path_ = std::string("/tmp/k25_server_test_") + std::to_string(getpid()) + "_" +
                 std::to_string(counter()++) + ".log";
     args.insert(args.begin(), std::string(K25_BIN_DIR) + "/k25-server");
     args.insert(args.end(), {"--host", "127.0.0.1", "--port", "0"});
+    // A log left by an earlier run with the same pid would show a stale port.
+    std::remove(log_path_.c_str());
     pid_ = fork();
     if (pid_ == 0) {
       FILE* log = std::fopen(log_path_.c_str(), "w");
@@ -117,6 +120,11 @@ class ServerProcess {
       if (std::regex_search(log, m, port_re)) port_ = std::stoi(m[1]);
       check_alive_until(deadline);
     }
+    if (wait_ready) this->wait_ready();
+  }
+  // Waits (up to a minute) until /health answers 200. Throws when the server exits or never does.
+  void wait_ready() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {
       try {
         if (http_call(port_, "GET", "/health").status == 200) break;
@@ -125,6 +133,7 @@ class ServerProcess {
       check_alive_until(deadline);
     }
   }
+  pid_t pid() const { return pid_; }
   ~ServerProcess() {
     if (pid_ > 0 && !exit_status_) {
       kill(pid_, SIGKILL);

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Issue 4 benchmarks, k25 side by side with llama.cpp on the same model file and thread count:
+#   1. batched decode: `k25-run batched-bench` against `llama-batched-bench` (tok/s at batch
+#      1, 4, 8, 16, 24);
+#   2. serving: `k25-bench --workload bimodal` against k25-server and then llama-server.
+# Prints both tables and writes the raw JSON into --out. Run it on an idle machine.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dtype q8_0]
+                        [--skip-decode] [--skip-serving] [--requests N] [--scale F]
+  --bin DIR     k25 binaries (default build/bin)
+  --peer DIR    llama.cpp build/bin with llama-batched-bench and llama-server (skipped if absent)
+  --out DIR     models and results (default /tmp/k25-bench)
+EOF
+}
+
+bin=build/bin
+peer=../peer/llama.cpp/build/bin
+out=/tmp/k25-bench
+threads=2
+dtype=q8_0
+skip_decode=0
+skip_serving=0
+requests=32
+scale=0.25
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --bin) bin="$2"; shift 2 ;;
+    --peer) peer="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --threads) threads="$2"; shift 2 ;;
+    --dtype) dtype="$2"; shift 2 ;;
+    --skip-decode) skip_decode=1; shift ;;
+    --skip-serving) skip_serving=1; shift ;;
+    --requests) requests="$2"; shift 2 ;;
+    --scale) scale="$2"; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+mkdir -p "$out"
+model="$out/llama-125m-$dtype.gguf"
+if [[ ! -f "$model" ]]; then
+  "$bin/k25-mkmodel" --shape llama-125m --dtype "$dtype" -o "$model"
+fi
+have_peer=0
+if [[ -x "$peer/llama-batched-bench" && -x "$peer/llama-server" ]]; then
+  have_peer=1
+else
+  echo "peer not found in $peer: k25 only" >&2
+fi
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+wait_ready() {  # url pid
+  for _ in $(seq 1 600); do
+    if curl -sf "$1/health" > /dev/null 2>&1; then return 0; fi
+    kill -0 "$2" 2> /dev/null || { echo "server exited" >&2; return 1; }
+    sleep 0.2
+  done
+  echo "server not ready" >&2
+  return 1
+}
+
+if [[ $skip_decode == 0 ]]; then
+  echo "== batched decode: npp 128, ntg 128, $threads threads, $(basename "$model")"
+  echo "-- k25"
+  "$bin/k25-run" batched-bench -m "$model" -t "$threads" --npp 128 --ntg 128 \
+    --npl 1,4,8,16,24 | tee "$out/k25-batched.txt"
+  if [[ $have_peer == 1 ]]; then
+    echo "-- llama.cpp"
+    "$peer/llama-batched-bench" -m "$model" -t "$threads" -c 8192 -b 2048 -ub 512 \
+      -npp 128 -ntg 128 -npl 1,4,8,16,24 2> /dev/null | grep '^|' | tee "$out/peer-batched.txt"
+  fi
+fi
+
+run_bimodal() {  # name url pid
+  "$bin/k25-bench" --url "$2" --workload bimodal --scale "$scale" --requests "$requests" \
+    --concurrency 24 --max-tokens 32 --sla-mix 20/30/50 --server-pid "$3" \
+    --tokenizer-model "$model" --json "$out/$1-bimodal.json" --plot "$out/$1-bimodal.svg" \
+    --timeout-s 900
+}
+
+if [[ $skip_serving == 0 ]]; then
+  echo "== bimodal --scale $scale, $requests requests, concurrency 24, 32 output tokens"
+  port=$(free_port)
+  "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
+    --ctx-size 4096 --log-requests false > "$out/k25-server.log" 2>&1 &
+  pid=$!
+  trap 'kill $pid 2> /dev/null || true' EXIT
+  wait_ready "http://127.0.0.1:$port" "$pid"
+  echo "-- k25"
+  run_bimodal k25 "http://127.0.0.1:$port" "$pid"
+  kill "$pid"; wait "$pid" || true
+  if [[ $have_peer == 1 ]]; then
+    port=$(free_port)
+    "$peer/llama-server" -m "$model" -t "$threads" -np 24 -c $((24 * 4096)) --port "$port" \
+      --host 127.0.0.1 > "$out/peer-server.log" 2>&1 &
+    pid=$!
+    wait_ready "http://127.0.0.1:$port" "$pid"
+    echo "-- llama.cpp"
+    run_bimodal peer "http://127.0.0.1:$port" "$pid"
+    kill "$pid"; wait "$pid" || true
+  fi
+  trap - EXIT
+fi
