@@ -164,7 +164,7 @@ int run_tokenize(const std::string& model_path, const std::string& prompt, bool 
 }  // namespace
 
 int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
-                      const std::vector<int>& n_parallel, int threads, bool json_out) {
+                      const std::vector<int>& n_parallel, int ubatch, int threads, bool json_out) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
   if (!json_out) {
@@ -173,7 +173,7 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
   }
   json rows = json::array();
   for (int pl : n_parallel) {
-    const k25::BatchedBenchResult r = k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool);
+    const k25::BatchedBenchResult r = k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool, ubatch);
     if (json_out) {
       rows.push_back({{"pp", n_prompt}, {"tg", n_generate}, {"pl", pl}, {"t_pp", r.prefill_s},
                       {"speed_pp", r.prefill_tokens_per_s()}, {"t_tg", r.decode_s},
@@ -237,6 +237,7 @@ int main(int argc, char** argv) {
 
   int n_prompt = 128, n_generate = 128;
   std::vector<int> n_parallel = {1, 4, 8, 16, 24};
+  int ubatch = 2048;
   bool bench_json = false;
   auto* bb = app.add_subcommand(
       "batched-bench", "prefill and batched-decode throughput (llama-batched-bench's method)");
@@ -245,6 +246,8 @@ int main(int argc, char** argv) {
   bb->add_option("--ntg", n_generate, "generated tokens per sequence")->capture_default_str();
   bb->add_option("--npl", n_parallel, "parallel sequences (comma-separated list)")
       ->delimiter(',')
+      ->capture_default_str();
+  bb->add_option("--ubatch", ubatch, "most tokens per prefill forward call (micro-task size)")
       ->capture_default_str();
   bb->add_option("-t,--threads", threads)->capture_default_str();
   bb->add_flag("--json", bench_json, "print one JSON array");
@@ -262,7 +265,8 @@ int main(int argc, char** argv) {
     if (*ppl) return run_perplexity(model, file, n_ctx, threads);
     if (*lg) return run_logits(model, text, top, threads);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
-    if (*bb) return run_batched_bench(model, n_prompt, n_generate, n_parallel, threads, bench_json);
+    if (*bb) return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads,
+                               bench_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

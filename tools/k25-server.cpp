@@ -1,6 +1,6 @@
-// k25-server: loads a model in the background (GET /health says 503 until then), serves the HTTP
-// API, and on SIGTERM/SIGINT drains: stops accepting, lets in-flight requests finish within
-// api_server.shutdown_timeout_s, cancels the rest, exits 0.
+// k25-server: loads a model in the background and runs the warm-up prompts (GET /health says 503
+// until then), serves the HTTP API, and on SIGTERM/SIGINT drains: stops accepting, lets in-flight
+// requests finish within api_server.shutdown_timeout_s, cancels the rest, exits 0.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -15,6 +15,7 @@
 #include "server/api.h"
 #include "server/command_line.h"
 #include "server/http_server.h"
+#include "server/warmup.h"
 #include "util/error.h"
 
 namespace {
@@ -86,7 +87,26 @@ int run(const k25::ServerConfig& config) {
       options.max_queue = config.max_queue;
       options.context_size = config.context_size;
       options.step_token_budget = config.step_token_budget;
+      options.micro_task_tokens = config.micro_task_tokens;
+      options.aging_per_second = config.aging_per_second;
+      options.kv_budget_bytes = static_cast<size_t>(config.l2_cache_size_mb) << 20;
+      options.kv_page_tokens = config.l2_page_tokens;
+      options.kv_shards = config.l2_cache_shards;
+      options.batch_timeout_ms = config.batch_timeout_ms;
+      options.queue_timeout_ms = config.queue_timeout_s * 1000;
+      options.debug_step_delay_ms = config.debug_step_delay_ms;
       engine = std::make_unique<k25::Engine>(*model, options);
+      if (!config.warmup.empty()) {
+        api.set_warming_up();
+        log_event(k25::concat("\"warmup_start\",\"prompts\":", config.warmup.size()));
+        k25::WarmupReport report =
+            k25::run_warmup(*engine, config.warmup, config.warmup_max_tokens);
+        api.set_warmup_report(report);
+        log_event(k25::concat("\"warmup_done\",\"prompts\":", report.requests,
+                              ",\"prompt_tokens\":", report.prompt_tokens,
+                              ",\"completion_tokens\":", report.completion_tokens,
+                              ",\"warmup_ms\":", report.seconds * 1000));
+      }
       api.set_engine(engine.get());
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       log_event(k25::concat("\"ready\",\"model\":\"", config.model_path, "\",\"load_ms\":", ms,

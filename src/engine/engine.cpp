@@ -44,6 +44,7 @@ struct Engine::Sequence {
   int kv_id = -1;  // sequence id in the KV cache while it holds pages or runs
   bool running = false;
   bool started = false;  // ran at least once (queue timeouts apply before that only)
+  bool queue_timeout = false;
   bool finished = false;
   bool stop_string_matched = false;  // the output already ends just before a stop string
   bool has_first_token = false;
@@ -53,6 +54,11 @@ struct Engine::Sequence {
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
   Clock::time_point last_token;
   double ttft_ms = 0;
+
+  // The compute plan (R-PR1), or null for the whole model (a full plan counts as none).
+  const ComputePlan* plan() const {
+    return request.plan && !request.plan->is_full() ? request.plan.get() : nullptr;
+  }
 };
 
 namespace {
@@ -260,6 +266,7 @@ void Engine::expire_queued() {
     if (seq->started || seq->finished) continue;
     if (ms_between(seq->submitted, now) > options_.queue_timeout_ms) {
       ++stats_.queue_timeouts;
+      seq->queue_timeout = true;
       finish(*seq, FinishReason::Error,
              concat("timed out after ", options_.queue_timeout_ms, " ms waiting in the queue"));
     }
@@ -288,6 +295,7 @@ void Engine::step() {
     v.n_computed = seq->n_computed;
     v.pages_held = seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size());
     v.arrival = seq->id;
+    v.plan_key = seq->plan() ? seq->plan()->key() : 0;
     live.push_back(seq.get());
     views.push_back(v);
   }
@@ -352,7 +360,17 @@ void Engine::step() {
       n_tokens += t.length;
       ++n_sequences;
     }
-    run_group(group);
+    // Equal keys almost always mean equal plans; split the group if a collision says otherwise.
+    while (!group.empty()) {
+      const ComputePlan* plan = group.front().first->plan();
+      std::vector<std::pair<Sequence*, TaskDescriptor>> same, rest;
+      for (auto& entry : group) {
+        const ComputePlan* p = entry.first->plan();
+        (p == plan || (p && plan && *p == *plan) ? same : rest).push_back(entry);
+      }
+      run_group(same, plan);
+      group.swap(rest);
+    }
     begin = end;
   }
   stats_.step_seconds.observe(ms_between(step_start, Clock::now()) / 1000.0);
@@ -360,7 +378,8 @@ void Engine::step() {
   stats_.batch_tokens.observe(n_tokens);
 }
 
-void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group) {
+void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
+                       const ComputePlan* plan) {
   std::vector<BatchToken> batch;
   std::vector<std::pair<Sequence*, int>> in_batch;  // sequence, tokens it has in the batch
   std::vector<Sequence*> wanting_logits;            // in batch order
@@ -388,7 +407,11 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_step_delay_ms));
   }
   try {
-    model_.forward(batch, *kv_, logits_.data(), *pool_);
+    if (plan) {
+      model_.forward(batch, *kv_, logits_.data(), *pool_, plan);
+    } else {
+      model_.forward(batch, *kv_, logits_.data(), *pool_);
+    }
   } catch (const std::exception& e) {
     for (auto& [seq, n] : in_batch) finish(*seq, FinishReason::Error, e.what());
     return;
@@ -434,7 +457,7 @@ void Engine::on_logits(Sequence& seq, float* logits) {
   seq.tokens.push_back(event.token);
 
   const auto& stop_tokens = seq.request.stop_tokens;
-  if (tokenizer.is_end_of_generation(event.token) ||
+  if ((!seq.request.ignore_eos && tokenizer.is_end_of_generation(event.token)) ||
       std::find(stop_tokens.begin(), stop_tokens.end(), event.token) != stop_tokens.end()) {
     finish(seq, FinishReason::Stop);
     return;
@@ -468,6 +491,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   }
   event.finish_reason = reason;
   event.error = std::move(error);
+  event.queue_timeout = seq.queue_timeout;
   event.prompt_tokens = static_cast<int>(seq.request.prompt.size());
   event.completion_tokens = seq.n_generated;
   event.ttft_ms = seq.ttft_ms;

@@ -84,7 +84,8 @@ class Engine {
   void apply_cancellations();
   void expire_queued();
   void step();
-  void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group);
+  void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
+                 const ComputePlan* plan);
   void on_logits(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
   void drop_kv(Sequence& seq);

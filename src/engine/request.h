@@ -3,10 +3,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "model/compute_plan.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 
@@ -27,7 +29,11 @@ struct GenerationRequest {
       stop_tokens;  // end the output like end-of-generation tokens (chat turn ends)
   // < 0: no logprobs; n >= 0: the sampled token's logprob and the n most likely alternatives.
   int top_logprobs = -1;
+  // End-of-generation tokens do not stop the output (benchmarks that need a fixed length).
+  bool ignore_eos = false;
   int priority = 50;  // R-FP4: gold=100, silver=50, bronze=10 (read by the scheduling policy)
+  // R-PR1: the compute plan chosen at admission (Levels 1-2); null = the full model.
+  std::shared_ptr<const ComputePlan> plan;
 };
 
 struct GenerationEvent {
@@ -42,6 +48,7 @@ struct GenerationEvent {
   // Finished only.
   FinishReason finish_reason = FinishReason::Stop;
   std::string error;  // FinishReason::Error: what went wrong
+  bool queue_timeout = false;  // Error: it never started within the queue timeout (retryable)
   int prompt_tokens = 0;
   int completion_tokens = 0;
   double ttft_ms = 0;   // submit to first token

@@ -10,10 +10,22 @@ namespace k25 {
 std::unique_ptr<Model> Model::load(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
+    // A k25-convert output directory: config.json + model.gguf + k25_metadata/.
+    const std::string gguf = (std::filesystem::path(path) / "model.gguf").string();
+    if (std::filesystem::exists(gguf, ec))
+      return std::make_unique<Transformer>(load_gguf_model(gguf));
     return std::make_unique<Transformer>(load_hf_model(path));
   }
   if (!std::filesystem::exists(path, ec)) fail(path, ": no such file or directory");
   return std::make_unique<Transformer>(load_gguf_model(path));
+}
+
+void Model::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                    ThreadPool& pool, const ComputePlan* plan) {
+  if (plan != nullptr && !plan->is_full()) {
+    fail("model '", config().name, "' cannot run compute plan ", plan->describe());
+  }
+  forward(batch, kv, logits, pool);
 }
 
 std::unique_ptr<KvCache> Model::make_kv_cache() const {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "model/compute_plan.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
@@ -34,6 +35,12 @@ class Model {
   // n_vocab logits into `logits` (in batch order, packed).
   virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                        ThreadPool& pool) = 0;
+  // The same under a compute plan (null or full = the whole model): switched-off blocks and heads
+  // are not computed. Every token of the batch runs under the one plan. A model that cannot skip
+  // work throws k25::Error for a plan that is not full rather than ignore it (pruning is never
+  // silent, R-PR5).
+  virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                       ThreadPool& pool, const ComputePlan* plan);
   std::unique_ptr<KvCache> make_kv_cache() const;
 };
 

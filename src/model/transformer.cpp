@@ -60,7 +60,16 @@ void Transformer::rope(float* vec, int n_heads, int pos) const {
 
 void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                           ThreadPool& pool) {
+  forward(batch, kv, logits, pool, nullptr);
+}
+
+void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                          ThreadPool& pool, const ComputePlan* plan) {
   const ModelConfig& c = model_.config;
+  if (plan != nullptr) {
+    check_plan_shape(*plan, c.n_layers, c.n_heads);
+    if (plan->is_full()) plan = nullptr;  // the unplanned path, bit for bit
+  }
   const ModelWeights& w = model_.weights;
   const int n = static_cast<int>(batch.size());
   if (n == 0) return;
@@ -84,8 +93,13 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
   }
 
   for (int l = 0; l < c.n_layers; ++l) {
-    attention_block(l, batch, kv, pool);
-    ffn_block(l, n, pool);
+    const bool attention_on = plan == nullptr || (plan->attention(l) && plan->heads_on(l) > 0);
+    if (attention_on) {
+      attention_block(l, batch, kv, pool, plan, false);
+    } else if (plan->keep_kv_of_skipped) {
+      attention_block(l, batch, kv, pool, plan, true);
+    }
+    if (plan == nullptr || plan->ffn(l)) ffn_block(l, n, pool);
   }
 
   int n_out = 0;
@@ -98,7 +112,7 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
 }
 
 void Transformer::attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                                  ThreadPool& pool) {
+                                  ThreadPool& pool, const ComputePlan* plan, bool kv_only) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const int n = static_cast<int>(batch.size());
@@ -111,16 +125,16 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   for (int t = 0; t < n; ++t) {
     rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.attn_norm.data(), c.dim, c.rms_eps);
   }
-  matmul(L.wq, xn_.data(), n, q_.data(), pool);
+  if (!kv_only) matmul(L.wq, xn_.data(), n, q_.data(), pool);
   matmul(L.wk, xn_.data(), n, k_.data(), pool);
   matmul(L.wv, xn_.data(), n, v_.data(), pool);
-  add_bias(q_.data(), L.bq, n);
+  if (!kv_only) add_bias(q_.data(), L.bq, n);
   add_bias(k_.data(), L.bk, n);
   add_bias(v_.data(), L.bv, n);
 
   for (int t = 0; t < n; ++t) {
     const BatchToken& bt = batch[t];
-    rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
+    if (!kv_only) rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
     rope(k_.data() + t * kv_dim, c.n_kv_heads, bt.pos);
     int run = 0;
     std::memcpy(kv.keys(bt.seq, layer, bt.pos, &run), k_.data() + t * kv_dim,
@@ -129,7 +143,10 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
                 kv_dim * sizeof(float));
   }
 
-  attend(layer, batch, kv, pool);
+  if (kv_only) return;
+
+  attend(layer, batch, kv, pool, plan);
+  // A masked head's output is zero, so it adds nothing through wo (wo itself still runs whole).
   matmul(L.wo, attn_.data(), n, xn_.data(), pool);
   for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
 }
@@ -139,7 +156,7 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
 // heads per KV head) a few consecutive tokens of one sequence, so attend_queries reads each
 // cached key and value once for several queries.
 void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                         ThreadPool& pool) {
+                         ThreadPool& pool, const ComputePlan* plan) {
   const ModelConfig& c = model_.config;
   const int n = static_cast<int>(batch.size());
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
@@ -149,13 +166,31 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   struct Task {
     int t0, t1, kv_head;
   };
+  const auto head_on = [&](int h) { return plan == nullptr || plan->head(layer, h); };
+  // KV heads with at least one query head on; masked heads' outputs are zero.
+  std::vector<int> kv_heads;
+  int active_q_dim = 0;
+  for (int g = 0; g < c.n_kv_heads; ++g) {
+    bool any = false;
+    for (int h = g * group; h < (g + 1) * group; ++h) {
+      if (head_on(h)) {
+        any = true;
+        active_q_dim += hd;
+      } else {
+        for (int t = 0; t < n; ++t) {
+          std::fill_n(attn_.data() + static_cast<size_t>(t) * q_dim + h * hd, hd, 0.0f);
+        }
+      }
+    }
+    if (any) kv_heads.push_back(g);
+  }
   std::vector<Task> tasks;
   int64_t work = 0;
   for (int t0 = 0; t0 < n;) {
     int t1 = t0 + 1;
     while (t1 < n && t1 - t0 < tokens_per_task && batch[t1].seq == batch[t0].seq) ++t1;
-    for (int g = 0; g < c.n_kv_heads; ++g) tasks.push_back({t0, t1, g});
-    for (int t = t0; t < t1; ++t) work += int64_t{batch[t].pos + 1} * q_dim;
+    for (int g : kv_heads) tasks.push_back({t0, t1, g});
+    for (int t = t0; t < t1; ++t) work += int64_t{batch[t].pos + 1} * active_q_dim;
     t0 = t1;
   }
   // Waking the workers costs more than tiny attention work (small models, short contexts).
@@ -175,6 +210,7 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
       for (int t = task.t0; t < task.t1; ++t) {
         n_pos = std::max(n_pos, batch[t].pos + 1);
         for (int h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
+          if (!head_on(h)) continue;
           const size_t off = static_cast<size_t>(t) * q_dim + h * hd;
           queries.push_back({q_.data() + off, batch[t].pos + 1, attn_.data() + off});
         }

@@ -15,12 +15,16 @@ class Transformer final : public Model {
   const Tokenizer& tokenizer() const override { return *model_.tokenizer; }
   void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                ThreadPool& pool) override;
+  void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits, ThreadPool& pool,
+               const ComputePlan* plan) override;
 
  private:
+  // kv_only: the block's attention is switched off but its K/V rows are still written.
   void attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                       ThreadPool& pool);
+                       ThreadPool& pool, const ComputePlan* plan, bool kv_only);
   void ffn_block(int layer, int n_tokens, ThreadPool& pool);
-  void attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv, ThreadPool& pool);
+  void attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv, ThreadPool& pool,
+              const ComputePlan* plan);
   void rope(float* vec, int n_heads, int pos) const;
 
   LoadedModel model_;

@@ -80,11 +80,37 @@ std::string model_name_of(const Model& model, const std::string& path) {
 
 }  // namespace
 
-Api::Api(ServerConfig config) : config_(std::move(config)) {}
+Api::Api(ServerConfig config) : config_(std::move(config)) {
+  if (!config_.fallback_url.empty()) {
+    upstream_ = parse_upstream_url(config_.fallback_url);
+    breaker_ =
+        std::make_unique<CircuitBreaker>(config_.fallback_failure_threshold,
+                                         std::chrono::seconds(config_.fallback_probe_interval_s));
+  }
+}
+
+void Api::set_warming_up() {
+  warming_up_ = true;
+}
+
+void Api::set_warmup_report(const WarmupReport& report) {
+  std::lock_guard lock(warmup_mutex_);
+  warmup_report_ = report;
+}
 
 void Api::set_engine(Engine* engine) {
   const Model& model = engine->model();
   model_name_ = model_name_of(model, config_.model_path);
+  FlashOptions flash;
+  flash.pruning_enabled = config_.pruning;
+  flash.adaptive = config_.adaptive_pruning;
+  flash.rule_mode = config_.rule_pruning;
+  flash.rule.max_prompt_tokens = config_.rule_max_prompt_tokens;
+  flash.rule.max_response_tokens = config_.rule_max_response_tokens;
+  flash.rule.ffn_skip_fraction = config_.rule_ffn_skip_fraction;
+  flash.simhash_max_distance = config_.simhash_max_distance;
+  flash.metadata_dir = config_.flash_metadata;
+  flash_ = std::make_unique<FlashPlanner>(model.config(), config_.model_path, flash);
   defaults_.sampling.temperature = static_cast<float>(config_.temperature);
   defaults_.sampling.top_p = static_cast<float>(config_.top_p);
   defaults_.sampling.top_k = config_.top_k;
@@ -119,7 +145,8 @@ Engine& Api::serving_engine() const {
     throw ApiException(e);
   }
   if (!engine) {
-    ApiError e = make_error(503, "the model is still loading", "loading");
+    ApiError e = warming_up_ ? make_error(503, "the server is warming up", "warming_up")
+                             : make_error(503, "the model is still loading", "loading");
     e.retry_after_s = config_.retry_after_s;
     throw ApiException(e);
   }
@@ -156,7 +183,9 @@ net::awaitable<void> Api::handle(HttpExchange& ex) {
   }
   log.status = ex.status();
   metrics_.record_request(find_route(log.path) ? log.path : "other", log.status);
-  if (config_.log_requests) std::cerr << log.line() + "\n";
+  if (config_.log_requests) {
+    std::cerr << (config_.log_format == "text" ? log.text_line() : log.line()) + "\n";
+  }
 }
 
 net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, RequestLog& log) {
@@ -183,9 +212,14 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     co_await health(ex);
   } else if (path == "/metrics") {
     Engine* engine = engine_.load();
-    co_await ex.send(
-        200, "text/plain; version=0.0.4",
-        metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr, draining_));
+    std::string text =
+        metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr, draining_);
+    if (engine != nullptr) text += flash_->render_metrics();
+    {
+      std::lock_guard lock(warmup_mutex_);
+      text += render_ops_metrics(breaker_.get(), fallback_counters_, warmup_report_);
+    }
+    co_await ex.send(200, "text/plain; version=0.0.4", std::move(text));
   } else if (path == "/v1/models") {
     co_await models(ex);
   } else if (path == "/generate") {
@@ -202,9 +236,19 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
 }
 
 net::awaitable<void> Api::health(HttpExchange& ex) {
-  const std::string status = draining_ ? "draining" : engine_.load() ? "ok" : "loading";
-  const int code = draining_ || !engine_.load() ? 503 : 200;
+  const bool ready = engine_.load() != nullptr;
+  const std::string status = draining_     ? "draining"
+                             : ready       ? "ok"
+                             : warming_up_ ? "warming up"
+                                           : "loading";
+  const int code = draining_ || !ready ? 503 : 200;
   json body = {{"status", status}};
+  // While the circuit is open the server still answers (through the upstream): still 200.
+  if (breaker_) {
+    body["fallback"] = {{"state", circuit_state_name(breaker_->state())},
+                        {"consecutive_timeouts", breaker_->consecutive_timeouts()},
+                        {"url", config_.fallback_url}};
+  }
   co_await ex.send(code, "application/json", json_text(body));
 }
 

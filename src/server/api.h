@@ -1,19 +1,27 @@
 // The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/models, /health,
 // /metrics, /tokenize, /detokenize), authentication, errors in OpenAI's shape, one log line per
-// request. Talks to the engine only through submit / events / cancel.
+// request, the fallback circuit breaker (R-CFG3). Talks to the engine only through submit /
+// events / cancel.
 #pragma once
 
 #include <atomic>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine.h"
+#include "flash/flash_planner.h"
 #include "server/chat_template.h"
+#include "server/circuit_breaker.h"
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
+#include "server/ops_metrics.h"
 #include "server/request_parsing.h"
+#include "server/upstream.h"
+#include "server/warmup.h"
 
 namespace k25 {
 
@@ -21,7 +29,13 @@ struct RequestLog;
 
 class Api {
  public:
+  // Throws k25::Error for an invalid fallback.url.
   explicit Api(ServerConfig config);
+
+  // The model is loaded and the warm-up runs: /health says 503 "warming up".
+  void set_warming_up();
+  // Call before set_engine: exported in /metrics.
+  void set_warmup_report(const WarmupReport& report);
 
   // Once the model is loaded: requests are served from now on. `engine` must outlive every
   // request (stop the HTTP server before destroying it).
@@ -37,6 +51,11 @@ class Api {
  private:
   net::awaitable<void> route(HttpExchange& ex, const std::string& path, RequestLog& log);
   net::awaitable<void> generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log);
+  // Sends the request to the fallback upstream and its answer to the client. False when the
+  // upstream could not be reached: nothing was sent and the caller must answer.
+  net::awaitable<bool> serve_by_fallback(HttpExchange& ex, RequestLog& log);
+  // After start() succeeded: passes the upstream's answer on and accounts for it.
+  net::awaitable<void> relay_fallback(HttpExchange& ex, UpstreamCall& call, RequestLog& log);
   net::awaitable<void> health(HttpExchange& ex);
   net::awaitable<void> models(HttpExchange& ex);
   net::awaitable<void> tokenize(HttpExchange& ex);
@@ -48,7 +67,16 @@ class Api {
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_response_id_{1};
   HttpMetrics metrics_;
+  // Fallback (R-CFG3): set when fallback.url is.
+  std::unique_ptr<CircuitBreaker> breaker_;
+  UpstreamUrl upstream_;
+  FallbackCounters fallback_counters_;
+  // Warm-up (R-CFG2).
+  std::atomic<bool> warming_up_{false};
+  mutable std::mutex warmup_mutex_;
+  std::optional<WarmupReport> warmup_report_;
   // Set once in set_engine, before engine_ is published.
+  std::unique_ptr<FlashPlanner> flash_;  // fingerprint and compute plan (R-FP, R-PR)
   std::string model_name_;
   RequestDefaults defaults_;
   ChatTemplate chat_template_ = ChatTemplate::Plain;

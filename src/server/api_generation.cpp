@@ -1,5 +1,7 @@
-// The generation routes: /generate, /v1/completions, /v1/chat/completions, whole or streamed.
+// The generation routes: /generate, /v1/completions, /v1/chat/completions, whole or streamed;
+// with a fallback configured, the circuit breaker decides engine or upstream (R-CFG3).
 #include <ctime>
+#include <iostream>
 
 #include "server/api.h"
 #include "server/api_error.h"
@@ -61,6 +63,20 @@ ApiError status_error(int status, std::string message, std::string code, std::st
   return e;
 }
 
+// A request the engine could not start within the queue timeout may be retried (503); any other
+// generation failure is the server's (500).
+ApiError generation_error(const GenerationEvent& event, int retry_after_s) {
+  if (event.queue_timeout) {
+    return status_error(503, event.error, "queue_timeout", "service_unavailable", retry_after_s);
+  }
+  return status_error(500, "generation failed: " + event.error, "internal_error", "server_error");
+}
+
+void log_fallback_error(const std::string& id, const std::string& error) {
+  json line = {{"event", "fallback_error"}, {"id", id}, {"error", error}};
+  std::cerr << json_text(line) + "\n";
+}
+
 }  // namespace
 
 net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log) {
@@ -72,7 +88,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   }
   log.sla = sla_name(hints.sla);
   log.domain = hints.domain;
-  if (!is_known_domain(hints.domain)) {
+  if (!flash_->knows_domain(hints.domain)) {
     std::string message = concat("x-domain-hint: no gate for domain '", hints.domain, "'");
     if (flavor == ApiFlavor::Generate) {
       // The note's short form.
@@ -86,6 +102,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
 
   const Tokenizer& tokenizer = engine.model().tokenizer();
   GenerationRequest request;
+  std::string chat_text;  // the rendered chat, fingerprinted like a prompt
   if (parsed.prompt_ids) {
     for (int64_t id : *parsed.prompt_ids) {
       if (id < 0 || id >= tokenizer.n_vocab()) {
@@ -96,7 +113,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       request.prompt.push_back(static_cast<TokenId>(id));
     }
   } else if (flavor == ApiFlavor::Chat) {
-    request.prompt = tokenizer.encode(render_chat(chat_template_, parsed.messages), true, true);
+    chat_text = render_chat(chat_template_, parsed.messages);
+    request.prompt = tokenizer.encode(chat_text, true, true);
     request.stop_tokens = chat_stop_tokens_;
     request.stop = chat_stop_strings_;
   } else {
@@ -113,11 +131,42 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   request.sampling = parsed.sampling;
   request.stop.insert(request.stop.end(), parsed.stop.begin(), parsed.stop.end());
   request.top_logprobs = parsed.top_logprobs;
+  request.ignore_eos = parsed.ignore_eos;
   request.priority = sla_priority(hints.sla);
+  // R-FP/R-PR: fingerprint and compute plan, before the engine sees the request.
+  FingerprintInput fingerprint_input;
+  fingerprint_input.prompt_text = flavor == ApiFlavor::Chat ? chat_text : parsed.prompt;
+  fingerprint_input.prompt_tokens = n_prompt;
+  fingerprint_input.max_tokens = request.max_tokens;
+  fingerprint_input.response_length_hint = hints.response_length;
+  fingerprint_input.priority = request.priority;
+  fingerprint_input.domain_hint = hints.domain;
+  fingerprint_input.domain_given = hints.domain_given;
+  const FlashResult flash = flash_->plan(fingerprint_input, parsed.pruning_off);
+  request.plan = flash.decision.plan;
+  log.domain = flash.fingerprint.domain;
+  log.flash_level = flash.decision.level;
+  const uint64_t response_id = next_response_id_++;
+  log.id = concat(flavor == ApiFlavor::Chat ? "chatcmpl-" : "cmpl-", response_id);
+
+  // R-CFG3: while the circuit is open the upstream answers; when it cannot be reached, the
+  // engine does, however slowly (a request is never dropped).
+  const auto submitted_at = std::chrono::steady_clock::now();
+  CircuitBreaker::Route route =
+      breaker_ ? breaker_->route(submitted_at) : CircuitBreaker::Route::Engine;
+  if (route == CircuitBreaker::Route::Fallback) {
+    if (co_await serve_by_fallback(ex, log)) co_return;
+  }
+  const bool watch_first_token = breaker_ && route != CircuitBreaker::Route::Fallback;
+  const bool probe = route == CircuitBreaker::Route::Probe;
+  log.served_by = "engine";
 
   auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor);
   SubmitResult submitted =
       engine.submit(std::move(request), [channel](const GenerationEvent& e) { channel->push(e); });
+  if (probe && submitted.status != SubmitStatus::Accepted) {
+    breaker_->on_probe_abandoned(std::chrono::steady_clock::now());
+  }
   switch (submitted.status) {
     case SubmitStatus::Accepted:
       break;
@@ -134,11 +183,14 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
 
   ResponseContext ctx;
   ctx.flavor = flavor;
-  const uint64_t response_id = next_response_id_++;
-  ctx.id = concat(flavor == ApiFlavor::Chat ? "chatcmpl-" : "cmpl-", response_id);
+  ctx.id = log.id;
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   ctx.model = model_name_;
   ctx.hints = hints;
+  ctx.flash_domain = flash.fingerprint.domain;
+  ctx.flash_level = flash.decision.level;
+  ctx.plan = flash.decision.plan;
+  ctx.compute_saved = flash.decision.compute_saved;
   ctx.include_usage = parsed.include_usage;
 
   GenerationOutcome outcome;
@@ -159,10 +211,51 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     if (ex.peer_closed()) cancel_for_gone_client();
   };
 
+  // The first event (token or finish) within fallback.timeout_ms, or the request times out.
+  std::optional<GenerationEvent> first;
+  if (watch_first_token) {
+    const auto deadline = submitted_at + std::chrono::milliseconds(config_.fallback_timeout_ms);
+    for (auto now = std::chrono::steady_clock::now(); !first && !client_gone && now < deadline;
+         now = std::chrono::steady_clock::now()) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+      first = co_await channel->next(std::min(left, kClientCheckInterval));
+      check_client();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (client_gone) {
+      if (probe) breaker_->on_probe_abandoned(now);
+      co_return;  // cancelled; nobody to answer
+    }
+    if (first) {
+      breaker_->on_success(probe);
+    } else {
+      breaker_->on_timeout(probe, now);
+      ++fallback_counters_.timeouts;
+      log.timed_out = true;
+      // Hand the request to the upstream. The engine keeps it until the upstream has answered,
+      // so when the upstream cannot be reached the engine's late answer still goes out.
+      auto executor = co_await net::this_coro::executor;
+      UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
+      std::string error;
+      if (co_await call.start(upstream_, req, error)) {
+        engine.cancel(submitted.id);
+        co_await relay_fallback(ex, call, log);
+        co_return;
+      }
+      ++fallback_counters_.upstream_errors;
+      log_fallback_error(log.id, error);
+    }
+  }
+
   if (!parsed.stream) {
     for (;;) {
-      std::optional<GenerationEvent> event = co_await channel->next(kClientCheckInterval);
-      check_client();
+      std::optional<GenerationEvent> event;
+      if (first) {
+        event.swap(first);
+      } else {
+        event = co_await channel->next(kClientCheckInterval);
+        check_client();
+      }
       if (!event) continue;
       if (event->kind == GenerationEvent::Kind::Token) {
         outcome.text += event->text;
@@ -172,10 +265,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
         continue;
       }
       fill_outcome(outcome, *event);
+      flash_->record_finished(flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
       log_outcome(log, outcome);
       if (event->finish_reason == FinishReason::Error) {
-        throw ApiException(status_error(500, "generation failed: " + event->error, "internal_error",
-                                        "server_error"));
+        throw ApiException(generation_error(*event, config_.retry_after_s));
       }
       break;
     }
@@ -193,8 +286,13 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   std::vector<TokenLogprobEntry> pending_logprobs;
   for (;;) {
     if (!ok && !client_gone) cancel_for_gone_client();
-    std::optional<GenerationEvent> event = co_await channel->next(kClientCheckInterval);
-    check_client();
+    std::optional<GenerationEvent> event;
+    if (first) {
+      event.swap(first);
+    } else {
+      event = co_await channel->next(kClientCheckInterval);
+      check_client();
+    }
     if (!event) continue;
     if (event->logprobs) {
       pending_logprobs.push_back(logprob_entry(tokenizer, event->token, *event->logprobs));
@@ -210,11 +308,11 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       continue;
     }
     fill_outcome(outcome, *event);
+    flash_->record_finished(flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
     log_outcome(log, outcome);
     if (client_gone) co_return;
     if (event->finish_reason == FinishReason::Error) {
-      ApiError error =
-          status_error(500, "generation failed: " + event->error, "internal_error", "server_error");
+      ApiError error = generation_error(*event, config_.retry_after_s);
       log.error = error.message;
       ok = co_await ex.send_chunk(sse_event(error_body(error)));
     } else {
@@ -231,6 +329,31 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     if (ok) ok = co_await ex.send_chunk("data: [DONE]\n\n");
     if (ok) co_await ex.end_stream();
     break;
+  }
+}
+
+net::awaitable<bool> Api::serve_by_fallback(HttpExchange& ex, RequestLog& log) {
+  auto executor = co_await net::this_coro::executor;
+  UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
+  std::string error;
+  if (!co_await call.start(upstream_, ex.request(), error)) {
+    ++fallback_counters_.upstream_errors;
+    log_fallback_error(log.id, error);
+    co_return false;
+  }
+  co_await relay_fallback(ex, call, log);
+  co_return true;
+}
+
+net::awaitable<void> Api::relay_fallback(HttpExchange& ex, UpstreamCall& call, RequestLog& log) {
+  log.served_by = "fallback";
+  ++fallback_counters_.proxied;
+  std::string error;
+  if (!co_await call.relay(ex, error)) {
+    // Whatever reached the client cannot be taken back; the connection must not be reused.
+    ++fallback_counters_.upstream_errors;
+    log.error = error;
+    ex.close_after();
   }
 }
 

@@ -19,6 +19,9 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
         app.add_option(key.flag, overrides[key.path], key.help + " [" + key.path + "]");
     flags.emplace_back(key.path, option);
   }
+  bool disable_adaptive_pruning = false;
+  app.add_flag("--disable-adaptive-pruning", disable_adaptive_pruning,
+               "turn Level 3 adaptive pruning off (outputs then repeat exactly)");
   std::string api_key;
   app.add_option("--api-key", api_key,
                  "require 'Authorization: Bearer KEY' (prefer api_server.api_key_file)");
@@ -37,9 +40,11 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
   for (const auto& [path, option] : flags) {
     if (option->count() > 0) set_config_value(out.config, path, overrides[path]);
   }
+  if (disable_adaptive_pruning) out.config.adaptive_pruning = false;
   if (!api_key.empty()) out.config.api_key = api_key;
   load_api_key(out.config);
   if (!api_key.empty()) out.config.api_key = api_key;  // the flag wins over the file
+  load_warmup_file(out.config);
   return out;
 }
 

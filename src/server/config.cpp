@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "util/error.h"
@@ -130,6 +131,44 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("flash_scheduler.batch_timeout_ms", "--batch-timeout-ms",
                       "how long a micro-task waits to be batched", &C::batch_timeout_ms, 0,
                       60'000));
+  k.push_back(string_key("model.flash_metadata", "--flash-metadata",
+                         "k25_metadata directory (default: <model.path>/k25_metadata)",
+                         &C::flash_metadata));
+  k.push_back(bool_key("flash_scheduler.pruning", "--pruning",
+                       "gated pruning (false: every request runs the full model)", &C::pruning));
+  k.push_back(bool_key("flash_scheduler.adaptive_pruning", "--adaptive-pruning",
+                       "Level 3 adaptive pruning during decode", &C::adaptive_pruning));
+  k.push_back(choice_key("flash_scheduler.rule_pruning", "--rule-pruning",
+                         "Level 1 rule: auto (on with calibrated metadata), on, off",
+                         &C::rule_pruning, {"auto", "on", "off"}));
+  k.push_back(int_key("flash_scheduler.rule_max_prompt_tokens", "--rule-max-prompt-tokens",
+                      "Level 1 applies below this prompt length", &C::rule_max_prompt_tokens, 0,
+                      100'000'000));
+  k.push_back(int_key("flash_scheduler.rule_max_response_tokens", "--rule-max-response-tokens",
+                      "Level 1 applies below this response length", &C::rule_max_response_tokens,
+                      0, 100'000'000));
+  k.push_back(double_key("flash_scheduler.rule_ffn_skip_fraction", "--rule-ffn-skip-fraction",
+                         "Level 1: share of the last blocks whose FFN is skipped",
+                         &C::rule_ffn_skip_fraction, 0.0, 0.9));
+  k.push_back(int_key("flash_scheduler.simhash_max_distance", "--simhash-max-distance",
+                      "largest Hamming distance of a domain signature match",
+                      &C::simhash_max_distance, 0, 64));
+  k.push_back(int_key("flash_scheduler.l2_cache_size_mb", "--l2-cache-size-mb",
+                      "L2 KV pool budget in MiB (0: max_batch_size sequences of full context)",
+                      &C::l2_cache_size_mb, 0, 1 << 24));
+  k.push_back({"flash_scheduler.l2_page_tokens", "--l2-page-tokens", "positions per KV page",
+               [](C& c, const std::string& v) {
+                 int64_t n = parse_int("flash_scheduler.l2_page_tokens", v, 1, 4096);
+                 if (!is_power_of_two(n)) {
+                   fail("config: flash_scheduler.l2_page_tokens: ", n, " is not a power of 2");
+                 }
+                 c.l2_page_tokens = static_cast<int>(n);
+               }});
+  k.push_back(int_key("flash_scheduler.micro_task_tokens", "--micro-task-tokens",
+                      "prefill micro-task size in tokens", &C::micro_task_tokens, 1, 1 << 20));
+  k.push_back(double_key("flash_scheduler.aging_per_second", "--aging-per-second",
+                         "priority points a request gains per second without service",
+                         &C::aging_per_second, 0, 1e6));
   k.push_back(int_key("engine.threads", "--threads", "compute threads (0: all cores)", &C::threads,
                       0, 1024));
   k.push_back(int_key("engine.context_size", "--ctx-size",
@@ -139,6 +178,12 @@ std::vector<ConfigKey> make_keys() {
                       &C::step_token_budget, 1, 1 << 20));
   k.push_back(int_key("engine.max_queue", "--max-queue", "waiting requests before 429",
                       &C::max_queue, 0, 1 << 20));
+  k.push_back(int_key("engine.queue_timeout_s", "--queue-timeout-s",
+                      "a request not started after this long fails with 503 (0: no limit)",
+                      &C::queue_timeout_s, 0, 86'400));
+  k.push_back(int_key("engine.debug_step_delay_ms", "--debug-step-delay-ms",
+                      "testing aid: sleep this long before every forward call (0: off)",
+                      &C::debug_step_delay_ms, 0, 600'000));
   k.push_back(double_key("sampling.temperature", "--temperature", "default temperature (0: greedy)",
                          &C::temperature, 0, 10));
   k.push_back(double_key("sampling.top_p", "--top-p", "default top_p", &C::top_p, 0, 1));
@@ -176,8 +221,63 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("api_server.retry_after_s", "--retry-after-s",
                       "Retry-After seconds on 429/503", &C::retry_after_s, 1, 3600));
   k.push_back(bool_key("api_server.log_requests", "--log-requests",
-                       "one JSON log line per request on stderr", &C::log_requests));
+                       "one log line per request on stderr", &C::log_requests));
+  k.push_back(choice_key("api_server.log_format", "--log-format",
+                         "request log lines: json (one object per line) or text", &C::log_format,
+                         {"json", "text"}));
+  k.push_back(string_key("warmup.file", "--warmup-file",
+                         "warm-up prompts, one {\"domain\",\"prompt\"} JSON object per line",
+                         &C::warmup_file));
+  k.push_back(int_key("warmup.max_tokens", "--warmup-max-tokens",
+                      "tokens generated per warm-up prompt", &C::warmup_max_tokens, 1, 4096));
+  k.push_back({"fallback.url", "--fallback-url",
+               "OpenAI-compatible upstream (http://host:port[/v1]) taking requests while the "
+               "circuit is open (empty: no fallback)",
+               [](C& c, const std::string& v) {
+                 if (!v.empty() && v.rfind("http://", 0) != 0) {
+                   fail("config: fallback.url: '", v, "' must start with http://");
+                 }
+                 c.fallback_url = v;
+               }});
+  k.push_back(int_key("fallback.timeout_ms", "--fallback-timeout-ms",
+                      "time to first token beyond which a request counts as a timeout",
+                      &C::fallback_timeout_ms, 1, 86'400'000));
+  k.push_back(int_key("fallback.failure_threshold", "--fallback-failure-threshold",
+                      "consecutive timeouts that open the circuit", &C::fallback_failure_threshold,
+                      1, 1'000'000));
+  k.push_back(int_key("fallback.probe_interval_s", "--fallback-probe-interval-s",
+                      "seconds the circuit stays open before one request probes the engine",
+                      &C::fallback_probe_interval_s, 0, 86'400));
   return k;
+}
+
+// A warm-up list: each item a mapping {domain (optional, "default"), prompt}.
+void add_warmup_prompts(ServerConfig& config, const YAML::Node& list,
+                        const std::string& source_name) {
+  if (list.IsNull()) return;
+  if (!list.IsSequence()) {
+    fail(source_name, ": config: warmup.prompts: expected a list of {domain, prompt}");
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node& item = list[i];
+    if (!item.IsMap()) fail(source_name, ": config: warmup.prompts[", i, "]: expected a mapping");
+    WarmupPrompt p;
+    for (const auto& field : item) {
+      const std::string name = field.first.as<std::string>();
+      if (!field.second.IsScalar()) {
+        fail(source_name, ": config: warmup.prompts[", i, "].", name, ": expected a string");
+      }
+      if (name == "domain") {
+        p.domain = field.second.as<std::string>();
+      } else if (name == "prompt") {
+        p.prompt = field.second.as<std::string>();
+      } else {
+        fail(source_name, ": config: warmup.prompts[", i, "]: unknown key '", name, "'");
+      }
+    }
+    if (p.prompt.empty()) fail(source_name, ": config: warmup.prompts[", i, "]: empty prompt");
+    config.warmup.push_back(std::move(p));
+  }
 }
 
 std::string trim(const std::string& s) {
@@ -216,10 +316,19 @@ void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
   for (const auto& section : root) {
     const std::string section_name = section.first.as<std::string>();
     if (section.second.IsNull()) continue;
+    // `warmup:` may also be the list of prompts itself.
+    if (section_name == "warmup" && section.second.IsSequence()) {
+      add_warmup_prompts(config, section.second, source_name);
+      continue;
+    }
     if (!section.second.IsMap())
       fail(source_name, ": section '", section_name, "' must be a mapping");
     for (const auto& entry : section.second) {
       const std::string path = section_name + "." + entry.first.as<std::string>();
+      if (path == "warmup.prompts") {
+        add_warmup_prompts(config, entry.second, source_name);
+        continue;
+      }
       if (!entry.second.IsScalar() && !entry.second.IsNull()) {
         fail(source_name, ": config: ", path, ": expected a single value");
       }
@@ -250,6 +359,28 @@ void load_api_key(ServerConfig& config) {
   config.api_key = trim(text.str());
   if (config.api_key.empty()) {
     fail("config: api_server.api_key_file: '", config.api_key_file, "' holds no key");
+  }
+}
+
+void load_warmup_file(ServerConfig& config) {
+  if (config.warmup_file.empty()) return;
+  std::ifstream in(config.warmup_file);
+  if (!in) fail("config: warmup.file: cannot open '", config.warmup_file, "'");
+  std::string line;
+  for (int line_no = 1; std::getline(in, line); ++line_no) {
+    if (trim(line).empty()) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    const auto where = [&] { return concat(config.warmup_file, ":", line_no); };
+    if (!j.is_object()) fail(where(), ": expected a JSON object {\"domain\", \"prompt\"}");
+    WarmupPrompt p;
+    for (const auto& [key, value] : j.items()) {
+      if ((key != "domain" && key != "prompt") || !value.is_string()) {
+        fail(where(), ": '", key, "' is not a string field domain or prompt");
+      }
+      (key == "domain" ? p.domain : p.prompt) = value.get<std::string>();
+    }
+    if (p.prompt.empty()) fail(where(), ": no prompt");
+    config.warmup.push_back(std::move(p));
   }
 }
 

@@ -1,5 +1,6 @@
 // k25-server configuration (R-CFG1): k25_config.yaml sections model, flash_scheduler, engine,
-// sampling and api_server; every key can also be set by a command-line flag, which wins.
+// sampling, api_server, warmup and fallback; every scalar key can also be set by a command-line
+// flag, which wins.
 // Unknown keys and invalid values are rejected with a message naming the key.
 #pragma once
 
@@ -9,6 +10,12 @@
 #include <vector>
 
 namespace k25 {
+
+// One warm-up ("shadow") request run at start (R-CFG2).
+struct WarmupPrompt {
+  std::string domain = "default";
+  std::string prompt;
+};
 
 struct ServerConfig {
   // model
@@ -26,11 +33,26 @@ struct ServerConfig {
   std::string l3_prefetcher = "lru-k";
   int max_batch_size = 24;
   int batch_timeout_ms = 10;
+  // gated pruning (R-PR3, docs/flash.md)
+  std::string flash_metadata;         // k25_metadata dir; "" = <model.path>/k25_metadata if there
+  bool pruning = true;                // false: every request runs the full model
+  bool adaptive_pruning = true;       // Level 3 (--disable-adaptive-pruning)
+  std::string rule_pruning = "auto";  // Level 1: auto (on with calibrated metadata), on, off
+  int rule_max_prompt_tokens = 512;
+  int rule_max_response_tokens = 128;
+  double rule_ffn_skip_fraction = 0.1;  // the note's 4 of 40 blocks, scaled with depth
+  int simhash_max_distance = 10;
+  int l2_cache_size_mb = 0;  // L2 KV pool budget; 0: max_batch_size sequences of full context
+  int l2_page_tokens = 16;   // positions per KV page
+  int micro_task_tokens = 128;    // prefill micro-task (R-EB2)
+  double aging_per_second = 10;   // priority points per second without service (R-EB3)
   // engine
   int threads = 0;              // 0: hardware concurrency
   int context_size = 0;         // 0: the model's context length
   int step_token_budget = 512;  // tokens per forward call
   int max_queue = 256;          // waiting requests before 429
+  int queue_timeout_s = 600;    // a request not started after this long fails (0: no limit)
+  int debug_step_delay_ms = 0;  // testing aid: sleep before every forward call
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;
@@ -52,6 +74,16 @@ struct ServerConfig {
   int shutdown_timeout_s = 30;
   int retry_after_s = 1;
   bool log_requests = true;
+  std::string log_format = "json";  // json | text (request lines)
+  // warmup (R-CFG2): `warmup.prompts` in the file, plus one JSON object per line of `warmup.file`
+  std::vector<WarmupPrompt> warmup;
+  std::string warmup_file;
+  int warmup_max_tokens = 8;
+  // fallback (R-CFG3); no url: no fallback, requests never time out
+  std::string fallback_url;
+  int fallback_timeout_ms = 10'000;  // time to first token beyond which a request times out
+  int fallback_failure_threshold = 3;
+  int fallback_probe_interval_s = 10;
 };
 
 // One configuration key: "section.key", its flag and help, and how a text value is applied.
@@ -76,5 +108,9 @@ void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
 
 // Reads api_key_file into api_key when set (whitespace trimmed; an empty key is an error).
 void load_api_key(ServerConfig& config);
+
+// Appends the prompts of warmup_file (one {"domain": ..., "prompt": ...} per line; blank lines
+// skipped) to warmup. Throws k25::Error naming the file and line.
+void load_warmup_file(ServerConfig& config);
 
 }  // namespace k25

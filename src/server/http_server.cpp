@@ -41,10 +41,13 @@ net::awaitable<void> HttpExchange::send(
   if (ec) failed_ = true;
 }
 
-net::awaitable<bool> HttpExchange::start_stream(int status, std::string_view content_type) {
+net::awaitable<bool> HttpExchange::start_stream(
+    int status, std::string_view content_type,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   http::response<http::empty_body> res;
   prepare(res, status, content_type);
   res.set(http::field::cache_control, "no-cache");
+  for (const auto& [name, value] : headers) res.set(name, value);
   res.chunked(true);
   http::response_serializer<http::empty_body> serializer(res);
   beast::error_code ec;

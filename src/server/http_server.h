@@ -39,7 +39,9 @@ class HttpExchange {
   net::awaitable<void> send(int status, std::string_view content_type, std::string body,
                             const std::vector<std::pair<std::string, std::string>>& headers = {});
   // Chunked response: headers now, then chunks. Each returns false once the client is gone.
-  net::awaitable<bool> start_stream(int status, std::string_view content_type);
+  net::awaitable<bool> start_stream(
+      int status, std::string_view content_type,
+      const std::vector<std::pair<std::string, std::string>>& headers = {});
   net::awaitable<bool> send_chunk(std::string_view data);
   net::awaitable<bool> end_stream();
   // True when the client closed or reset the connection (checked without blocking).

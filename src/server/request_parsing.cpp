@@ -238,6 +238,13 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
   out.sampling = get_sampling(body, defaults);
   out.stop = get_stop(body, defaults.max_stop_strings);
   out.stream = get_bool(body, "stream", false);
+  const std::string pruning = get_string(body, "pruning", "auto");
+  if (pruning != "auto" && pruning != "off") {
+    throw_bad_request(concat("pruning: expected \"auto\" or \"off\", got '", pruning, "'"),
+                      "pruning", "invalid_value");
+  }
+  out.pruning_off = pruning == "off";
+  out.ignore_eos = get_bool(body, "ignore_eos", false);
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) wrong_type("stream_options", "an object");
     out.include_usage = get_bool(*options, "include_usage", false);

@@ -59,12 +59,24 @@ json usage(const GenerationOutcome& o) {
           {"total_tokens", o.prompt_tokens + o.completion_tokens}};
 }
 
-json flash(const FlashHints& hints) {
-  return {{"domain", hints.domain},
-          {"level", 0},
-          {"skipped_blocks", json::array()},
-          {"skipped_heads", json::array()},
-          {"priority", sla_priority(hints.sla)}};
+json flash(const ResponseContext& ctx) {
+  json blocks = json::array(), heads = json::array();
+  if (ctx.plan) {
+    for (int l : ctx.plan->skipped_attention_layers()) {
+      blocks.push_back({{"layer", l}, {"module", "attention"}});
+    }
+    for (int l : ctx.plan->skipped_ffn_layers()) blocks.push_back({{"layer", l}, {"module", "ffn"}});
+    for (const auto& [l, h] : ctx.plan->skipped_head_list()) {
+      heads.push_back({{"layer", l}, {"head", h}});
+    }
+  }
+  return {{"domain", ctx.flash_domain},
+          {"level", ctx.flash_level},
+          {"skipped_blocks", blocks},
+          {"skipped_heads", heads},
+          {"plan", ctx.plan ? ctx.plan->describe() : "full"},
+          {"compute_saved", ctx.compute_saved},
+          {"priority", sla_priority(ctx.hints.sla)}};
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
@@ -72,7 +84,7 @@ json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
       {"finish_reason", finish_reason_name(o.finish_reason)},
       {"usage", {{"prompt_tokens", o.prompt_tokens}, {"completion_tokens", o.completion_tokens}}},
       {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-      {"flash", flash(ctx.hints)}};
+      {"flash", flash(ctx)}};
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {

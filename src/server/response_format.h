@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,12 @@ struct ResponseContext {
   std::string model;
   FlashHints hints;
   bool include_usage = false;
+  // R-PR5: what Flash decided. The domain actually used (the hint or the SimHash match), the
+  // pruning level and the plan (null: the full model).
+  std::string flash_domain = "default";
+  int flash_level = 0;
+  std::shared_ptr<const ComputePlan> plan;
+  double compute_saved = 0;
 };
 
 struct GenerationOutcome {

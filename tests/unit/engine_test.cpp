@@ -98,6 +98,21 @@ TEST(Engine, EndOfGenerationTokenStopsWithoutText) {
   EXPECT_EQ(c.wait().finish_reason, FinishReason::Stop);
 }
 
+TEST(Engine, IgnoreEosGeneratesPastTheEndOfGenerationToken) {
+  FakeModel model;
+  model.set_next(letter('c'), kEos);
+  model.set_next(kEos, letter('x'));
+  Engine engine(model, small_options());
+  Collector c;
+  GenerationRequest r = greedy({kBos, letter('a')}, 4);
+  r.ignore_eos = true;
+  engine.submit(r, c.callback());
+  const std::vector<GenerationEvent> events = c.events();
+  EXPECT_EQ(events[2].token, kEos);
+  EXPECT_EQ(c.wait().completion_tokens, 4);
+  EXPECT_EQ(c.wait().finish_reason, FinishReason::Length);
+}
+
 TEST(Engine, ChatTurnEndTokenStops) {
   FakeModel model;
   Engine engine(model, small_options());
@@ -421,6 +436,7 @@ TEST(Engine, RequestThatWaitsTooLongInTheQueueFails) {
   const GenerationEvent& done = waiting.wait();
   EXPECT_EQ(done.finish_reason, FinishReason::Error);
   EXPECT_NE(done.error.find("queue"), std::string::npos);
+  EXPECT_TRUE(done.queue_timeout);  // the server answers 503 + Retry-After
   EXPECT_EQ(running.wait().finish_reason, FinishReason::Length);
   EXPECT_EQ(engine.stats().queue_timeouts.load(), 1u);
 }

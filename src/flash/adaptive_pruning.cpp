@@ -1,0 +1,109 @@
+#include "flash/adaptive_pruning.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace k25 {
+
+AdaptivePruner::AdaptivePruner(const ModelConfig& model, AdaptiveOptions options)
+    : model_(model), options_(options) {
+  if (options_.interval < 1) fail("adaptive pruning: interval ", options_.interval, " < 1");
+}
+
+double AdaptivePruner::key_norm(KvCache& kv, int seq, int begin, int end,
+                                const ComputePlan& base) const {
+  const int kv_dim = model_.kv_dim();
+  double sum = 0;
+  int64_t rows = 0;
+  for (int l = 0; l < model_.n_layers; ++l) {
+    if (!base.attention(l) && !base.keep_kv_of_skipped) continue;  // rows never written
+    for (int p = begin; p < end;) {
+      int run = 0;
+      const float* k = kv.keys(seq, l, p, &run);
+      run = std::min(run, end - p);
+      for (int r = 0; r < run; ++r) {
+        double sq = 0;
+        for (int i = 0; i < kv_dim; ++i) {
+          const double x = k[static_cast<size_t>(r) * kv_dim + i];
+          sq += x * x;
+        }
+        sum += std::sqrt(sq);
+        ++rows;
+      }
+      p += run;
+    }
+  }
+  return rows > 0 ? sum / static_cast<double>(rows) : 0.0;
+}
+
+double AdaptivePruner::norm_change_rate(KvCache& kv, int seq, int n_positions,
+                                        const ComputePlan& base) const {
+  const int w = options_.interval;
+  const double now = key_norm(kv, seq, n_positions - w, n_positions, base);
+  const double before = key_norm(kv, seq, n_positions - 2 * w, n_positions - w, base);
+  return before > 0 ? std::abs(now - before) / before : 0.0;
+}
+
+int AdaptivePruner::max_extra() const {
+  return static_cast<int>(std::floor(options_.max_extra_fraction * model_.n_layers));
+}
+
+int AdaptivePruner::restorable(const ComputePlan& base) const {
+  int n = static_cast<int>(base.skipped_ffn_layers().size());
+  if (base.keep_kv_of_skipped) n += static_cast<int>(base.skipped_attention_layers().size());
+  return n;
+}
+
+ComputePlan AdaptivePruner::shifted(const ComputePlan& base, int shift) const {
+  ComputePlan plan = base;
+  if (shift > 0) {
+    // Extra FFN blocks off from the last block down, never block 0.
+    int left = std::min(shift, max_extra());
+    for (int l = model_.n_layers - 1; l >= 1 && left > 0; --l) {
+      if (plan.ffn(l)) {
+        plan.set_ffn(l, false);
+        --left;
+      }
+    }
+  } else if (shift < 0) {
+    // Restore the base plan's skipped FFN blocks from the first layer up, then its attention
+    // blocks when their K/V was kept.
+    int left = -shift;
+    for (int l = 0; l < model_.n_layers && left > 0; ++l) {
+      if (!plan.ffn(l)) {
+        plan.set_ffn(l, true);
+        --left;
+      }
+    }
+    for (int l = 0; l < model_.n_layers && left > 0 && plan.keep_kv_of_skipped; ++l) {
+      if (!plan.attention(l)) {
+        plan.set_attention(l, true);
+        --left;
+      }
+    }
+  }
+  return plan;
+}
+
+std::shared_ptr<const ComputePlan> AdaptivePruner::update(KvCache& kv, int seq, int n_positions,
+                                                          const ComputePlan& base,
+                                                          AdaptiveState& state) const {
+  check_plan_shape(base, model_.n_layers, model_.n_heads);
+  if (n_positions >= 2 * options_.interval) {
+    const double rate = norm_change_rate(kv, seq, n_positions, base);
+    state.last_rate = rate;
+    ++state.decisions;
+    if (rate < options_.low_rate) {
+      state.shift = std::min(state.shift + 1, max_extra());
+    } else if (rate > options_.high_rate) {
+      state.shift = std::max(std::min(state.shift, 0) - 1, -restorable(base));
+    }
+  }
+  ComputePlan plan = shifted(base, state.shift);
+  if (plan.is_full()) return nullptr;
+  return std::make_shared<const ComputePlan>(std::move(plan));
+}
+
+}  // namespace k25

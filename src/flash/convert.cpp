@@ -1,0 +1,241 @@
+#include "flash/convert.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "flash/domain_map.h"
+#include "flash/gate.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace k25 {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, ": cannot open calibration text");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+const char* arch_name(Arch a) {
+  return a == Arch::Qwen2 ? "qwen2" : "llama";
+}
+
+json model_config_json(const ModelConfig& c) {
+  return {{"architecture", arch_name(c.arch)},
+          {"name", c.name},
+          {"vocab_size", c.n_vocab},
+          {"hidden_size", c.dim},
+          {"num_hidden_layers", c.n_layers},
+          {"num_attention_heads", c.n_heads},
+          {"num_key_value_heads", c.n_kv_heads},
+          {"intermediate_size", c.ffn_dim},
+          {"max_position_embeddings", c.context_length},
+          {"rope_theta", c.rope_theta},
+          {"rms_norm_eps", c.rms_eps}};
+}
+
+// Hard link when the file system allows it, else a copy.
+void link_or_copy(const fs::path& from, const fs::path& to) {
+  std::error_code ec;
+  fs::remove(to, ec);
+  fs::create_hard_link(from, to, ec);
+  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+}
+
+std::string fmt(double v, int precision) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(precision) << v;
+  return s.str();
+}
+
+std::string pct(double v) {
+  return (v >= 0 ? "+" : "") + fmt(100 * v, 2) + "%";
+}
+
+void print_table(const DomainCalibration& d, std::ostream& out) {
+  out << "\n"
+      << d.name << ": held-out quality (full model: PPL " << fmt(d.full.ppl, 3) << ", ROUGE-L "
+      << fmt(d.full.rouge_l, 4) << ")\n"
+      << "| ratio | compute saved | PPL | PPL change | greedy agreement | ROUGE-L | ROUGE-L change "
+         "| passes | calibration plan |\n"
+      << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const RatioRow& r : d.table) {
+    out << "| " << fmt(r.ratio, 2) << " | " << fmt(100 * r.quality.compute_saved, 1) << "% | "
+        << fmt(r.quality.ppl, 3) << " | " << pct(r.ppl_change) << " | "
+        << fmt(100 * r.quality.agreement, 1) << "% | " << fmt(r.quality.rouge_l, 4) << " | "
+        << pct(r.rouge_change) << " | " << (r.passes ? "yes" : "no") << " | " << r.plan << " |\n";
+  }
+}
+
+double requested_rouge_change(const DomainCalibration& d) {
+  for (const RatioRow& r : d.table) {
+    if (std::abs(r.ratio - d.ratio) < 1e-9) return r.rouge_change;
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> parse_calibration_arg(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size()) {
+    fail("--calibration: expected DOMAIN=FILE, got '", arg, "'");
+  }
+  std::string domain = arg.substr(0, eq);
+  if (!is_valid_domain_name(domain)) {
+    fail("--calibration: domain '", domain, "' is not 1-64 characters of [A-Za-z0-9_.-]");
+  }
+  return {std::move(domain), arg.substr(eq + 1)};
+}
+
+int run_convert(const ConvertOptions& o, std::ostream& out) {
+  if (o.model_path.empty()) fail("--model-path is required");
+  if (o.output_path.empty()) fail("--output-path is required");
+  if (o.kv_cache_dtype != "f32" && o.kv_cache_dtype != "f16" && o.kv_cache_dtype != "bf16" &&
+      o.kv_cache_dtype != "q8_0") {
+    fail("--kv-cache-dtype: '", o.kv_cache_dtype, "' is not f32, f16, bf16 or q8_0");
+  }
+  if (!(o.pruning_ratio >= 0 && o.pruning_ratio <= 0.9)) {
+    fail("--pruning-ratio: ", o.pruning_ratio, " is outside [0, 0.9]");
+  }
+  if (o.enable_gated_pruning && o.calibration.empty()) {
+    fail("--enable-gated-pruning needs at least one --calibration DOMAIN=FILE");
+  }
+  const bool hf_input = fs::is_directory(o.model_path);
+  out << "loading " << o.model_path << "\n" << std::flush;
+  std::unique_ptr<Model> model = Model::load(o.model_path);
+  const ModelConfig& mc = model->config();
+
+  // Calibrate before writing anything: a refused ratio leaves no output behind.
+  std::vector<DomainCalibration> domains;
+  if (o.enable_gated_pruning) {
+    ThreadPool pool(std::max(1, o.threads));
+    CalibrationOptions calib = o.calib;
+    calib.progress = [&out](const std::string& line) { out << "  " << line << "\n" << std::flush; };
+    std::vector<std::pair<std::string, std::string>> sets = o.calibration;
+    bool has_default = false;
+    std::string all_text;
+    for (const auto& [name, file] : sets) {
+      has_default = has_default || name == "default";
+      all_text += read_text(file) + "\n\n";
+    }
+    for (const auto& [name, file] : sets) {
+      double ratio = o.pruning_ratio;
+      for (const auto& [d, r] : o.domain_ratios) {
+        if (d == name) ratio = r;
+      }
+      out << "calibrating domain '" << name << "' on " << file << " (ratio " << fmt(ratio, 2)
+          << ")\n";
+      domains.push_back(calibrate_domain(*model, pool, name, read_text(file), ratio, calib));
+    }
+    if (!has_default) {
+      if (sets.size() == 1) {
+        // The one domain's calibration serves as the default template too.
+        DomainCalibration d = domains.front();
+        d.name = "default";
+        d.signatures.clear();
+        domains.push_back(std::move(d));
+      } else {
+        out << "calibrating domain 'default' on all calibration text\n";
+        domains.push_back(
+            calibrate_domain(*model, pool, "default", all_text, o.pruning_ratio, calib));
+        domains.back().signatures.clear();
+      }
+    }
+    bool refused = false;
+    for (const DomainCalibration& d : domains) {
+      print_table(d, out);
+      if (!d.passes) {
+        refused = true;
+        out << "REFUSED: domain '" << d.name << "': pruning ratio " << fmt(d.ratio, 2)
+            << " changes ROUGE-L by " << pct(requested_rouge_change(d))
+            << " on held-out text (limit -" << fmt(100 * o.calib.rouge_tolerance, 1) << "%); ";
+        if (d.best_passing_ratio > 0) {
+          out << "ratio " << fmt(d.best_passing_ratio, 2) << " passes\n";
+        } else {
+          out << "no tested ratio above 0 passes (use --pruning-ratio 0)\n";
+        }
+      }
+    }
+    if (refused) {
+      out << "nothing written\n";
+      return 2;
+    }
+  }
+
+  const fs::path dir(o.output_path);
+  fs::create_directories(dir);
+  json config;
+  if (hf_input) {
+    std::ifstream in(fs::path(o.model_path) / "config.json");
+    config = json::parse(in, nullptr, false);
+    if (config.is_discarded() || !config.is_object()) {
+      fail(o.model_path, "/config.json: not a JSON object");
+    }
+    for (const auto& entry : fs::directory_iterator(o.model_path)) {
+      const std::string name = entry.path().filename().string();
+      if (name == "config.json" || !entry.is_regular_file()) continue;
+      if (name.ends_with(".safetensors") || name.ends_with(".json") || name == "tokenizer.model") {
+        link_or_copy(entry.path(), dir / name);
+      }
+    }
+  } else {
+    config = model_config_json(mc);
+    out << "writing " << (dir / "model.gguf").string() << "\n";
+    link_or_copy(o.model_path, dir / "model.gguf");
+  }
+  json k25 = {{"version", 1},
+              {"source_model", o.model_path},
+              {"kv_cache_dtype", o.kv_cache_dtype},
+              {"gated_pruning", o.enable_gated_pruning},
+              {"pruning_ratio", o.pruning_ratio}};
+  if (o.enable_gated_pruning) {
+    const fs::path meta = dir / "k25_metadata";
+    fs::create_directories(meta);
+    std::vector<DomainEntry> entries;
+    json quality = json::object();
+    for (const DomainCalibration& d : domains) {
+      const std::string file = d.name + "_gate.bin";
+      save_gate_file(d.gate, (meta / file).string());
+      entries.push_back({d.name, file, d.ratio, d.signatures});
+      json rows = json::array();
+      for (const RatioRow& r : d.table) {
+        rows.push_back({{"ratio", r.ratio},
+                        {"compute_saved", r.quality.compute_saved},
+                        {"ppl", r.quality.ppl},
+                        {"ppl_change", r.ppl_change},
+                        {"greedy_agreement", r.quality.agreement},
+                        {"rouge_l", r.quality.rouge_l},
+                        {"rouge_l_change", r.rouge_change}});
+      }
+      quality[d.name] = {{"full_ppl", d.full.ppl},
+                         {"full_rouge_l", d.full.rouge_l},
+                         {"table", rows},
+                         {"gate_parameters", d.gate.n_parameters()}};
+    }
+    std::ofstream map(meta / "domain_map.json");
+    map << domain_map_json(entries);
+    if (!map) fail((meta / "domain_map.json").string(), ": cannot write");
+    k25["domains"] = quality;
+    out << "wrote " << entries.size() << " gates to " << meta.string() << "\n";
+  }
+  config["k25_config"] = k25;
+  std::ofstream cfg(dir / "config.json");
+  cfg << config.dump(2) << "\n";
+  if (!cfg) fail((dir / "config.json").string(), ": cannot write");
+  out << "done: " << dir.string() << "\n";
+  return 0;
+}
+
+}  // namespace k25

@@ -1,0 +1,38 @@
+// k25-convert (R-M3): a model (GGUF file or Hugging Face directory) → the note's layout
+//   OUT/config.json        the model's configuration plus a "k25_config" section
+//   OUT/model.gguf         the GGUF weights (hard link or copy of the input GGUF)
+//   OUT/k25_metadata/domain_map.json, OUT/k25_metadata/<domain>_gate.bin
+// with gated pruning calibrated per domain (flash/calibration.h). A Hugging Face input keeps its
+// weights in their format: config.json, *.safetensors and tokenizer files are linked into OUT.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "flash/calibration.h"
+
+namespace k25 {
+
+struct ConvertOptions {
+  std::string model_path;
+  std::string output_path;
+  std::string kv_cache_dtype = "f16";  // recorded in k25_config (f32, f16, bf16, q8_0)
+  bool enable_gated_pruning = false;
+  double pruning_ratio = 0.35;
+  std::vector<std::pair<std::string, std::string>> calibration;  // (domain, text file)
+  std::vector<std::pair<std::string, double>> domain_ratios;     // per-domain overrides
+  int threads = 2;
+  CalibrationOptions calib;
+};
+
+// Returns the exit status: 0 written; 2 refused (a ratio that loses more than 0.5% ROUGE-L on
+// held-out text: nothing is written, the message names a ratio that passes). Progress and the
+// quality table go to `out`. Throws k25::Error on bad input or I/O failure.
+int run_convert(const ConvertOptions& options, std::ostream& out);
+
+// "DOMAIN=FILE" → (domain, file); throws k25::Error naming the argument.
+std::pair<std::string, std::string> parse_calibration_arg(const std::string& arg);
+
+}  // namespace k25

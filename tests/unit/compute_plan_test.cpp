@@ -1,0 +1,148 @@
+// R-PR1: compute plans, and the forward pass under a plan really skipping work: a full plan is
+// the unplanned forward bit for bit; skipped blocks change the output deterministically; a skipped
+// attention block still writes its K/V when the plan keeps them.
+#include "model/compute_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "model/model.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+using testing::shared_path;
+
+TEST(ComputePlan, SwitchesDescribeAndKey) {
+  ComputePlan p = ComputePlan::full(4, 70);  // two mask words per layer
+  EXPECT_TRUE(p.is_full());
+  EXPECT_EQ(p.describe(), "full");
+  const uint64_t full_key = p.key();
+  p.set_ffn(3, false);
+  p.set_attention(1, false);
+  p.set_head(2, 0, false);
+  p.set_head(2, 65, false);
+  p.set_head(1, 5, false);  // in a skipped block: not reported
+  EXPECT_FALSE(p.is_full());
+  EXPECT_EQ(p.skipped_blocks(), 2);
+  EXPECT_EQ(p.skipped_heads(), 2);
+  EXPECT_EQ(p.heads_on(2), 68);
+  EXPECT_FALSE(p.head(2, 65));
+  EXPECT_TRUE(p.head(2, 64));
+  EXPECT_EQ(p.describe(), "attn-off[1] ffn-off[3] heads-off[2:0,65]");
+  EXPECT_NE(p.key(), full_key);
+  ComputePlan q = p;
+  EXPECT_EQ(p, q);
+  EXPECT_EQ(p.key(), q.key());
+  q.keep_kv_of_skipped = false;
+  EXPECT_NE(p, q);
+  EXPECT_NE(p.key(), q.key());
+  q = p;
+  q.set_head(2, 0, true);
+  EXPECT_FALSE(p == q);
+  EXPECT_THROW(check_plan_shape(p, 5, 70), Error);
+  EXPECT_NO_THROW(check_plan_shape(p, 4, 70));
+}
+
+class PlannedForward : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    K25_REQUIRE_SHARED();
+    model_ = Model::load(shared_path("models/stories260K.gguf"));
+    ids_ = model_->tokenizer().encode("Lily and Ben went to the park to play", true, false);
+  }
+  // Logits of every prompt position, and the cache afterwards.
+  std::vector<float> run(const ComputePlan* plan, std::unique_ptr<KvCache>* kv_out = nullptr) {
+    const int n_vocab = model_->config().n_vocab;
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids_.size(); ++i) batch.push_back({ids_[i], int(i), 0, true});
+    std::vector<float> logits(ids_.size() * n_vocab);
+    auto kv = model_->make_kv_cache();
+    model_->forward(batch, *kv, logits.data(), pool_, plan);
+    if (kv_out) *kv_out = std::move(kv);
+    return logits;
+  }
+  std::vector<float> keys(KvCache& kv, int layer) {
+    const int kv_dim = model_->config().kv_dim();
+    std::vector<float> out;
+    for (size_t p = 0; p < ids_.size(); ++p) {
+      int run = 0;
+      const float* k = kv.keys(0, layer, int(p), &run);
+      out.insert(out.end(), k, k + kv_dim);
+    }
+    return out;
+  }
+  ComputePlan full() const {
+    return ComputePlan::full(model_->config().n_layers, model_->config().n_heads);
+  }
+
+  std::unique_ptr<Model> model_;
+  std::vector<TokenId> ids_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(PlannedForward, FullPlanEqualsUnplannedForwardBitForBit) {
+  const std::vector<float> plain = run(nullptr);
+  const ComputePlan plan = full();
+  const std::vector<float> planned = run(&plan);
+  ASSERT_EQ(plain.size(), planned.size());
+  EXPECT_EQ(std::memcmp(plain.data(), planned.data(), plain.size() * sizeof(float)), 0);
+}
+
+TEST_F(PlannedForward, SkippedBlocksAndHeadsChangeTheOutputDeterministically) {
+  const std::vector<float> plain = run(nullptr);
+  const int last = model_->config().n_layers - 1;
+  ComputePlan ffn_off = full();
+  ffn_off.set_ffn(last, false);
+  ComputePlan attn_off = full();
+  attn_off.set_attention(1, false);
+  ComputePlan head_off = full();
+  head_off.set_head(1, 2, false);
+  std::set<std::vector<float>> distinct = {plain};
+  for (const ComputePlan* plan : {&ffn_off, &attn_off, &head_off}) {
+    const std::vector<float> a = run(plan), b = run(plan);
+    EXPECT_EQ(a, b) << plan->describe();
+    EXPECT_NE(a, plain) << plan->describe();
+    distinct.insert(a);
+  }
+  EXPECT_EQ(distinct.size(), 4u);
+}
+
+TEST_F(PlannedForward, AllHeadsMaskedEqualsAttentionOff) {
+  ComputePlan heads = full(), attn = full();
+  for (int h = 0; h < model_->config().n_heads; ++h) heads.set_head(2, h, false);
+  attn.set_attention(2, false);
+  EXPECT_EQ(run(&heads), run(&attn));
+}
+
+TEST_F(PlannedForward, SkippedAttentionKeepsItsKvWritesWhenAsked) {
+  std::unique_ptr<KvCache> full_kv, kept_kv, dropped_kv;
+  run(nullptr, &full_kv);
+  ComputePlan plan = full();
+  plan.set_attention(0, false);  // layer 0's K/V depend only on the embeddings
+  run(&plan, &kept_kv);
+  EXPECT_EQ(keys(*kept_kv, 0), keys(*full_kv, 0));
+  plan.keep_kv_of_skipped = false;
+  run(&plan, &dropped_kv);
+  EXPECT_NE(keys(*dropped_kv, 0), keys(*full_kv, 0));
+  // Skipping the last FFN changes no cached K/V (it only feeds the output head).
+  ComputePlan ffn = full();
+  ffn.set_ffn(model_->config().n_layers - 1, false);
+  std::unique_ptr<KvCache> ffn_kv;
+  run(&ffn, &ffn_kv);
+  for (int l = 0; l < model_->config().n_layers; ++l)
+    EXPECT_EQ(keys(*ffn_kv, l), keys(*full_kv, l));
+}
+
+TEST_F(PlannedForward, WrongShapedPlanIsAnError) {
+  const ComputePlan plan =
+      ComputePlan::full(model_->config().n_layers + 1, model_->config().n_heads);
+  EXPECT_THROW(run(&plan), Error);
+}
+
+}  // namespace
+}  // namespace k25

@@ -1,0 +1,51 @@
+// k25-convert (R-M3): writes a k25 model directory (config.json with k25_config, model.gguf,
+// k25_metadata/) and, with --enable-gated-pruning, calibrates the domain gates on the given text,
+// printing the held-out quality table. Exit 2 when the pruning ratio costs too much quality.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "flash/convert.h"
+#include "util/error.h"
+
+int main(int argc, char** argv) {
+  k25::ConvertOptions o;
+  std::vector<std::string> calibration, domain_ratios;
+  CLI::App app("k25-convert: a model → the k25 layout, with calibrated gated pruning");
+  app.add_option("--model-path", o.model_path, "input GGUF file or Hugging Face directory")
+      ->required();
+  app.add_option("--output-path", o.output_path, "output directory")->required();
+  app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache dtype recorded in k25_config")
+      ->capture_default_str();
+  app.add_flag("--enable-gated-pruning", o.enable_gated_pruning, "calibrate the domain gates");
+  app.add_option("--pruning-ratio", o.pruning_ratio, "share of compute the gates may switch off")
+      ->capture_default_str();
+  app.add_option("--calibration", calibration, "DOMAIN=FILE calibration text (repeatable)");
+  app.add_option("--domain-ratio", domain_ratios, "DOMAIN=RATIO per-domain override (repeatable)");
+  app.add_option("--threads", o.threads, "threads of the calibration forward passes")
+      ->capture_default_str();
+  app.add_option("--chunk-tokens", o.calib.chunk_tokens, "tokens per calibration chunk")
+      ->capture_default_str();
+  app.add_option("--max-chunks", o.calib.max_chunks, "chunks per part (calibration, held-out)")
+      ->capture_default_str();
+  app.add_option("--gen-tokens", o.calib.gen_tokens, "greedy tokens generated for ROUGE-L")
+      ->capture_default_str();
+  app.add_option("--held-out", o.calib.held_out_fraction, "share of each text held out")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    for (const std::string& arg : calibration)
+      o.calibration.push_back(k25::parse_calibration_arg(arg));
+    for (const std::string& arg : domain_ratios) {
+      auto [domain, value] = k25::parse_calibration_arg(arg);
+      char* end = nullptr;
+      const double r = std::strtod(value.c_str(), &end);
+      if (*end != '\0' || !(r >= 0 && r <= 0.9))
+        k25::fail("--domain-ratio: bad ratio '", value, "'");
+      o.domain_ratios.emplace_back(domain, r);
+    }
+    return k25::run_convert(o, std::cout);
+  } catch (const std::exception& e) {
+    std::cerr << "k25-convert: " << e.what() << "\n";
+    return 1;
+  }
+}
