@@ -55,9 +55,12 @@ struct Engine::Sequence {
   Clock::time_point last_token;
   double ttft_ms = 0;
 
+  std::shared_ptr<const ComputePlan> current_plan = request.plan;  // Level 3 may change it
+  AdaptiveState adaptive;
+
   // The compute plan (R-PR1), or null for the whole model (a full plan counts as none).
   const ComputePlan* plan() const {
-    return request.plan && !request.plan->is_full() ? request.plan.get() : nullptr;
+    return current_plan && !current_plan->is_full() ? current_plan.get() : nullptr;
   }
 };
 
@@ -87,7 +90,8 @@ Engine::Engine(Model& model, EngineOptions options)
     : model_(model),
       options_(options),
       context_size_(resolve_context(model, options)),
-      scheduler_(scheduler_options(options)) {
+      scheduler_(scheduler_options(options)),
+      pruner_(model.config(), AdaptiveOptions{}) {
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
@@ -426,7 +430,15 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     seq->max_computed = std::max(seq->max_computed, seq->n_computed);
   }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
-    on_logits(*wanting_logits[row], logits_.data() + row * static_cast<size_t>(n_vocab));
+    Sequence& seq = *wanting_logits[row];
+    on_logits(seq, logits_.data() + row * static_cast<size_t>(n_vocab));
+    if (seq.request.adaptive_pruning && !seq.finished && pruner_.due(seq.n_generated)) {
+      const ComputePlan base = seq.request.plan ? *seq.request.plan
+                                                : ComputePlan::full(model_.config().n_layers,
+                                                                    model_.config().n_heads);
+      seq.current_plan = pruner_.update(*kv_, seq.kv_id, seq.n_computed, base, seq.adaptive);
+      ++stats_.adaptive_updates;
+    }
   }
 }
 

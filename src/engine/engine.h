@@ -17,6 +17,7 @@
 #include "engine/engine_stats.h"
 #include "engine/request.h"
 #include "engine/elastic_scheduler.h"
+#include "flash/adaptive_pruning.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 
@@ -96,6 +97,7 @@ class Engine {
   EngineOptions options_;
   int context_size_;
   ElasticScheduler scheduler_;
+  AdaptivePruner pruner_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
   EngineStats stats_;

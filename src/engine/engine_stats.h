@@ -49,6 +49,7 @@ struct EngineStats {
   std::atomic<uint64_t> kv_drops{0};           // sequences whose KV was released for recompute
   std::atomic<uint64_t> recomputed_tokens{0};  // positions computed again after a drop
   std::atomic<uint64_t> queue_timeouts{0};
+  std::atomic<uint64_t> adaptive_updates{0};  // Level 3 plan decisions
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
   Histogram request_seconds;

@@ -34,6 +34,8 @@ struct GenerationRequest {
   int priority = 50;  // R-FP4: gold=100, silver=50, bronze=10 (read by the scheduling policy)
   // R-PR1: the compute plan chosen at admission (Levels 1-2); null = the full model.
   std::shared_ptr<const ComputePlan> plan;
+  // R-PR3 Level 3: every 32 decode tokens the engine may adapt the plan (AdaptivePruner).
+  bool adaptive_pruning = false;
 };
 
 struct GenerationEvent {

@@ -144,6 +144,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   fingerprint_input.domain_given = hints.domain_given;
   const FlashResult flash = flash_->plan(fingerprint_input, parsed.pruning_off);
   request.plan = flash.decision.plan;
+  request.adaptive_pruning = config_.adaptive_pruning && flash.decision.level > 0;
   log.domain = flash.fingerprint.domain;
   log.flash_level = flash.decision.level;
   const uint64_t response_id = next_response_id_++;

@@ -66,6 +66,9 @@ std::string render_engine_metrics(const EngineStats& e) {
   out << "k25_kv_drops_total " << e.kv_drops.load() << '\n';
   header(out, "k25_recomputed_tokens_total", "counter", "KV positions computed a second time.");
   out << "k25_recomputed_tokens_total " << e.recomputed_tokens.load() << '\n';
+  header(out, "flash_adaptive_plan_updates_total", "counter",
+         "Level 3 decisions (every 32 decode tokens of an adaptively pruned request).");
+  out << "flash_adaptive_plan_updates_total " << e.adaptive_updates.load() << '\n';
   header(out, "k25_queue_timeouts_total", "counter",
          "Requests that failed after waiting queue_timeout_s without starting.");
   out << "k25_queue_timeouts_total " << e.queue_timeouts.load() << '\n';

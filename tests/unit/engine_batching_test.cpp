@@ -82,6 +82,34 @@ TEST_P(EngineBatching, ConcurrentGreedyRequestsGiveTheTokensEachGivesAlone) {
   EXPECT_LT(engine.stats().forward_calls.load(), 6u * 40u);  // they really shared steps
 }
 
+TEST(EngineAdaptivePruning, Level3AdaptsEvery32TokensAndIsDeterministic) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
+  const ModelConfig& c = model->config();
+  auto plan = std::make_shared<ComputePlan>(ComputePlan::full(c.n_layers, c.n_heads));
+  plan->set_ffn(c.n_layers - 1, false);
+  auto run = [&](bool adaptive) {
+    EngineOptions options;
+    options.n_threads = 2;
+    Engine engine(*model, options);
+    GenerationRequest r = greedy(*model, "Once upon a time", 100);
+    r.ignore_eos = true;
+    r.plan = plan;
+    r.adaptive_pruning = adaptive;
+    Tokens t;
+    engine.submit(r, t.callback());
+    std::vector<TokenId> tokens = t.wait();
+    return std::make_pair(tokens, engine.stats().adaptive_updates.load());
+  };
+  const auto [first, updates] = run(true);
+  EXPECT_EQ(first.size(), 100u);
+  EXPECT_EQ(updates, 3u);  // after tokens 32, 64 and 96
+  EXPECT_EQ(run(true).first, first);
+  const auto [fixed, no_updates] = run(false);
+  EXPECT_EQ(no_updates, 0u);
+  EXPECT_EQ(run(false).first, fixed);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, EngineBatching,
                          ::testing::Values("stories260K.gguf", "stories260K-q8_0.gguf",
                                            "stories260K-q4_0.gguf"));
