@@ -338,6 +338,19 @@ TEST(OpsVerify, SameModelMatchesOtherWeightsDifferUnreachableIsAnError) {
   std::remove(requests.c_str());
 }
 
+TEST(OpsVerify, AnInstanceThatPrunesAggressivelyDiffers) {
+  REQUIRE_MODELS("stories260K.gguf");
+  // Level 1 rules on a plain GGUF: half of the FFN blocks of every short request are skipped.
+  ServerProcess full(server_args()),
+      pruned(plus(server_args(), {"--rule-pruning", "on", "--rule-ffn-skip-fraction", "0.5"}));
+  const std::string report = temp_path("verify-pruned.json");
+  auto [code, out] = verify(full.port(), pruned.port(), report);
+  EXPECT_EQ(code, 1) << out;
+  json diff = json::parse(read_file(report));
+  EXPECT_GE(diff["differing"].get<int>(), 1) << diff.dump(2);
+  std::remove(report.c_str());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Behind HAProxy (R-SCALE)
 
