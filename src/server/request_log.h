@@ -21,7 +21,7 @@ struct RequestLog {
   double ttft_ms = -1;
   std::string sla;
   std::string domain;
-  int flash_level = -1;    // the plan: Flash pruning level (0 until gated pruning lands)
+  int flash_level = -1;    // the plan: Flash pruning level (0 = the full model)
   std::string served_by;   // "engine" or "fallback"
   bool timed_out = false;  // the engine missed fallback.timeout_ms for the first token
   std::string error;
