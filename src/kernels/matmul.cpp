@@ -8,11 +8,13 @@
 // call: integer dot products per 32-element block, scaled by d_w * d_x (d_x rounded to f16)
 // and accumulated in float, which matches llama.cpp's numerics.
 //
-// With AVX-512 VNNI, prefill (kPackMinTokens tokens or more) repacks each group of 16 weight rows
-// on the fly into a small per-thread buffer (see PackedGroup): the rows interleaved in 4-byte
-// pieces, so one 512-bit dpbusd advances the dots of 16 rows with a token at once and every lane
-// ends up holding the whole integer dot of one row; a float conversion and scale then serve 16
-// rows instead of one. Decode reads the weights as they are.
+// With AVX-512 VNNI, the quantised kernels work on groups of 16 weight rows repacked (see
+// kernels/repack.h): the rows interleaved in 4-byte pieces, so one 512-bit dpbusd advances the
+// dots of 16 rows with a token at once and every lane ends up holding the whole integer dot of
+// one row; a float conversion and scale then serve 16 rows instead of one. Weights repacked at
+// load (TensorView::packed) are used that way for any number of tokens; others are repacked on
+// the fly, group by group, for prefill (kPackMinTokens tokens or more) and read as they are
+// below that.
 #include "kernels/matmul.h"
 
 #include <immintrin.h>
@@ -27,6 +29,7 @@
 
 #include "kernels/quant.h"
 #include "kernels/quant_simd.h"
+#include "kernels/repack.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -411,8 +414,7 @@ void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& bo
   });
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define K25_MATMUL_PACKED 1
+#if defined(K25_MATMUL_PACKED)
 // GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the unused merge source,
 // which -Wmaybe-uninitialized reports at every use.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -425,77 +427,14 @@ constexpr int kPackMinTokens = 16;
 
 #define K25_UNROLL8 _Pragma("GCC unroll 8")
 
-// The weights of one group of kGroupRows rows, repacked. For block b, the quants are
-// quant_bytes at quants + b * quant_bytes: piece k (64 bytes) holds bytes [4k, 4k + 4) of the
-// block's quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0 quants are stored
-// offset by +128 (unsigned); Q4_0 keeps its nibble bytes. The f16 scales are at
-// scales + b * 16. Rows past the end of the tensor are zero with scale 0.
+// One group of kGroupRows repacked rows (layout in kernels/repack.h): block b's quants at
+// quants + b * quant_bytes, its 16 f16 scales at scales + b * 16.
 struct PackedGroup {
-  uint8_t* quants;
-  uint16_t* scales;
+  const uint8_t* quants;
+  const uint16_t* scales;
   size_t quant_bytes;
   int64_t n_blocks;
 };
-
-// Rows [r0, r0 + n_rows) of w, n_rows <= 16, one byte at a time (a tensor's last group).
-template <QKind K>
-void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                      const PackedGroup& p) {
-  constexpr uint8_t kZero = K == QKind::kQ8 ? 0x80 : 0x88;
-  const size_t pieces = p.quant_bytes / 64;
-  for (int64_t b = 0; b < p.n_blocks; ++b) {
-    uint8_t* out = p.quants + b * p.quant_bytes;
-    uint16_t* scales = p.scales + b * kGroupRows;
-    for (int i = 0; i < kGroupRows; ++i) {
-      if (i >= n_rows) {
-        scales[i] = 0;
-        for (size_t k = 0; k < pieces; ++k) std::memset(out + 64 * k + 4 * i, kZero, 4);
-        continue;
-      }
-      const auto& block = reinterpret_cast<const QBlock<K>*>(w + (r0 + i) * w_row_bytes)[b];
-      scales[i] = block.d;
-      for (size_t k = 0; k < pieces; ++k) {
-        for (int j = 0; j < 4; ++j) {
-          const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
-          out[64 * k + 4 * i + j] = K == QKind::kQ8 ? q ^ 0x80 : q;
-        }
-      }
-    }
-  }
-}
-
-// 16 full rows from r0: each 64-byte piece is a gather of one 4-byte word from each row.
-template <QKind K>
-void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, const PackedGroup& p) {
-  const __m512i rows =
-      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                         _mm512_set1_epi32(static_cast<int32_t>(w_row_bytes)));
-  const uint8_t* group = w + r0 * w_row_bytes;
-  const __m512i offset = _mm512_set1_epi8(K == QKind::kQ8 ? static_cast<char>(0x80) : 0);
-  for (int64_t b = 0; b < p.n_blocks; ++b) {
-    const uint8_t* block = group + b * sizeof(QBlock<K>);
-    uint8_t* out = p.quants + b * p.quant_bytes;
-    for (size_t k = 0; k < p.quant_bytes / 64; ++k) {
-      const __m512i piece = _mm512_i32gather_epi32(rows, block + 2 + 4 * k, 1);
-      _mm512_store_si512(out + 64 * k, _mm512_xor_si512(piece, offset));
-    }
-    // The scale is the low half of the word at the block start (the rest is the first quants).
-    const __m512i scales = _mm512_i32gather_epi32(rows, block, 1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.scales + b * kGroupRows),
-                        _mm512_cvtepi32_epi16(scales));
-  }
-}
-
-template <QKind K>
-void pack_group(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                const PackedGroup& p) {
-  // Gather offsets are 32-bit.
-  if (n_rows == kGroupRows && w_row_bytes * kGroupRows < (size_t{1} << 31)) {
-    pack_group_gather<K>(w, w_row_bytes, r0, p);
-  } else {
-    pack_group_bytes<K>(w, w_row_bytes, r0, n_rows, p);
-  }
-}
 
 inline __m512i broadcast4(const int8_t* p) {
   int32_t v;
@@ -559,38 +498,113 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + (t0 + t) * y_stride, mask, acc[t]);
 }
 
+// The integer dot of one block of a packed group with one token (plus its bias), in two
+// independent dependency chains (integer sums are exact in any order).
+template <QKind K>
+inline __m512i packed_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
+  __m512i d0 = _mm512_set1_epi32(bias);
+  __m512i d1 = _mm512_setzero_si512();
+  if constexpr (K == QKind::kQ8) {
+    K25_UNROLL8
+    for (int k = 0; k < 8; k += 2) {
+      d0 = _mm512_dpbusd_epi32(d0, _mm512_load_si512(w + 64 * k), broadcast4(xb + 4 * k));
+      d1 = _mm512_dpbusd_epi32(d1, _mm512_load_si512(w + 64 * k + 64), broadcast4(xb + 4 * k + 4));
+    }
+  } else {
+    const __m512i low4 = _mm512_set1_epi8(0x0f);
+    K25_UNROLL8
+    for (int k = 0; k < 4; ++k) {
+      const __m512i v = _mm512_load_si512(w + 64 * k);
+      d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(v, low4), broadcast4(xb + 4 * k));
+      d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4),
+                               broadcast4(xb + 16 + 4 * k));
+    }
+  }
+  return _mm512_add_epi32(d0, d1);
+}
+
+// Decode (one token): the float arithmetic of packed_tile<K, 1> (so a token's result is the
+// same whatever else is in the call), with a software prefetch into L2 kPrefetchBytes ahead: from
+// DRAM, the hardware prefetchers alone streamed the packed groups at 12 GB/s on one thread where
+// q_row streams plain rows at 16.5 (measured); with it, 17.
+constexpr size_t kPrefetchBytes = 16384;
+template <QKind K>
+void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
+                        int64_t y_stride, int valid_rows) {
+  const int8_t* xq = a.q + t0 * a.cols;
+  const auto block = [&](int64_t b) {
+    return packed_block_dot<K>(p.quants + b * p.quant_bytes, xq + 32 * b,
+                               a.bias[b * a.n_tokens + t0]);
+  };
+  const auto scale = [&](int64_t b) {
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales + b * kGroupRows)));
+    return _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b * a.n_tokens + t0]));
+  };
+  __m512 acc = _mm512_setzero_ps();
+  int64_t b = 0;
+  for (; b + 2 <= a.n_blocks; b += 2) {
+    const uint8_t* ahead = p.quants + b * p.quant_bytes + kPrefetchBytes;
+    for (size_t i = 0; i < 2 * p.quant_bytes; i += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T1);
+    const __m512i dot0 = block(b);
+    const __m512i dot1 = block(b + 1);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), scale(b), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), scale(b + 1), acc);
+  }
+  if (b < a.n_blocks) acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(block(b)), scale(b), acc);
+  _mm512_mask_storeu_ps(y + t0 * y_stride, static_cast<__mmask16>((1u << valid_rows) - 1), acc);
+}
+
 using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
 template <QKind K>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  return {&packed_tile<K, 1>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>,
-          &packed_tile<K, 5>, &packed_tile<K, 6>, &packed_tile<K, 7>, &packed_tile<K, 8>};
+  return {&packed_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>,
+          &packed_tile<K, 5>,     &packed_tile<K, 6>, &packed_tile<K, 7>, &packed_tile<K, 8>};
 }
 constexpr auto kQ8PackedTiles = packed_tiles<QKind::kQ8>();
 constexpr auto kQ4PackedTiles = packed_tiles<QKind::kQ4>();
 
-// Prefill: each thread repacks a group of 16 rows into a buffer of its own (35 KB for Q8_0 at
-// 2048 columns, so it stays in L1/L2) and runs every token over it. Repacking took under a tenth
-// of a 512-token prefill (measured) and needs no copy of the model, where a cached packed copy
-// doubled the weight memory and cost more than a short prefill to build (page zeroing). The
-// activations stream from L2/L3.
+// Runs every token over each group of 16 rows, in tiles of up to kPackTokens tokens; a token's
+// arithmetic is the same in every tile size, so its result does not depend on the other tokens
+// of the call. With `packed` (the weights repacked at load, see kernels/repack.h) the groups are
+// read in place: a thread reads its groups as one sequential stream. Otherwise (weights built by
+// hand, prefill only) each thread repacks a group into a buffer of its own (35 KB for Q8_0 at
+// 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
+// (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3.
 template <QKind K>
-void packed_matmul(const uint8_t* w, size_t w_row_bytes, int64_t rows, const QuantizedActs& acts,
-                   float* y, ThreadPool& pool) {
+void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
+                   const QuantizedActs& acts, float* y, ThreadPool& pool) {
+  constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
   const auto& tiles = K == QKind::kQ8 ? kQ8PackedTiles : kQ4PackedTiles;
   const int n_tokens = static_cast<int>(acts.n_tokens);
   const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
-  const size_t quant_bytes = K == QKind::kQ8 ? 512 : 256;
-  const int64_t chunk = std::min<int64_t>(8, (n_groups + pool.size() - 1) / pool.size());
+  const size_t quant_bytes = packed_quant_bytes(kType);
+  const size_t group_bytes = packed_group_bytes(kType, acts.cols);
+  const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
+  // Decode and small batches are bound by reading the weights: a few chunks per thread, so a
+  // thread slowed by other load takes fewer and the threads finish together.
+  const int64_t n_threads = pool.size();
+  const int64_t chunk = n_tokens <= kPackTokens
+                            ? std::max<int64_t>(1, (n_groups + 4 * n_threads - 1) / (4 * n_threads))
+                            : std::min<int64_t>(8, (n_groups + n_threads - 1) / n_threads);
   parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    thread_local Scratch buffer;
-    const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
-    auto* base = static_cast<uint8_t*>(buffer.get(q_total + acts.n_blocks * kGroupRows * 2));
-    const PackedGroup p{base, reinterpret_cast<uint16_t*>(base + q_total), quant_bytes,
-                        acts.n_blocks};
+    uint8_t* buffer = nullptr;
+    if (packed == nullptr) {
+      thread_local Scratch scratch;
+      buffer = static_cast<uint8_t*>(scratch.get(group_bytes));
+    }
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kGroupRows;
       const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
-      pack_group<K>(w, w_row_bytes, r0, valid, p);
+      const uint8_t* group = packed + g * group_bytes;
+      if (packed == nullptr) {
+        pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer,
+                   reinterpret_cast<uint16_t*>(buffer + q_total));
+        group = buffer;
+      }
+      const PackedGroup p{group, reinterpret_cast<const uint16_t*>(group + q_total), quant_bytes,
+                          acts.n_blocks};
       for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
         tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
       }
@@ -689,7 +703,8 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
                              n_blocks,
                              n_tokens};
 #if defined(K25_MATMUL_PACKED)
-    const bool packed = n_tokens >= kPackMinTokens;
+    const auto* w_packed = static_cast<const uint8_t*>(w.packed);
+    const bool packed = w_packed != nullptr || n_tokens >= kPackMinTokens;
     // The packed kernel sums the 32 products of a block in one lane: the full offset correction.
     const int32_t bias_mult = packed ? (kind == QKind::kQ8 ? 128 : 8) : bias_multiplier(kind);
 #else
@@ -707,9 +722,9 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 #if defined(K25_MATMUL_PACKED)
     if (packed) {
       if (kind == QKind::kQ8) {
-        packed_matmul<QKind::kQ8>(wdata, w_row_bytes, rows, acts, y, pool);
+        packed_matmul<QKind::kQ8>(wdata, w_row_bytes, w_packed, rows, acts, y, pool);
       } else {
-        packed_matmul<QKind::kQ4>(wdata, w_row_bytes, rows, acts, y, pool);
+        packed_matmul<QKind::kQ4>(wdata, w_row_bytes, w_packed, rows, acts, y, pool);
       }
       return;
     }

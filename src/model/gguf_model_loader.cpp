@@ -92,6 +92,8 @@ LoadedModel load_gguf_model(const std::string& path) {
     fail(path, ": tokenizer has ", m.tokenizer->n_vocab(), " tokens but the embedding has ",
          c.n_vocab, " rows");
   }
+  // The tensors are views into the read-only mapping of the file.
+  repack_matmul_weights(m, /*release_mapped_source=*/true);
   return m;
 }
 

@@ -27,6 +27,9 @@ struct TensorView {
   std::array<int64_t, 4> ne{1, 1, 1, 1};
   const void* data = nullptr;
   size_t bytes = 0;
+  // When set, the same matrix repacked for the matmul kernels (see kernels/repack.h), which
+  // read it instead of `data`.
+  const void* packed = nullptr;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t row_length() const { return ne[0]; }

@@ -1,9 +1,53 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
 #include "kernels/quant.h"
 #include "util/error.h"
 
 namespace k25 {
+
+namespace {
+
+// Drops the whole pages inside [data, data + bytes) of a read-only file mapping from memory.
+void release_mapped_pages(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes) / page * page;
+  // Failure only leaves the pages resident.
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
+}  // namespace
+
+void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
+  ModelWeights& w = m.weights;
+  std::vector<TensorView*> views;
+  const auto add = [&](TensorView& t) {
+    if (repack_supported(t.type)) views.push_back(&t);
+  };
+  for (LayerWeights& L : w.layers) {
+    for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*t);
+  }
+  add(w.output);
+  if (views.empty()) return;
+  const int n_threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 32u));
+  // Released chunk by chunk as the repack goes, so the peak resident size stays near the
+  // final one. The token embedding stays (a tied output matrix shares its bytes).
+  const void* embedding = w.token_embedding.data;
+  const auto release = [&](size_t tensor, const void* begin, size_t bytes) {
+    if (views[tensor]->data != embedding) release_mapped_pages(begin, bytes);
+  };
+  for (PackedMatrix& p : repack_matrices(
+           views, n_threads, release_mapped_source ? RepackedRangeFn(release) : nullptr)) {
+    m.packed.push_back(std::move(p));
+  }
+}
 
 const TensorView& expect_matrix(const TensorView* t, const std::string& name, int64_t cols,
                                 int64_t rows) {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/repack.h"
 #include "model/model_config.h"
 #include "model/tensor.h"
 #include "model/tokenizer.h"
@@ -26,13 +27,15 @@ struct ModelWeights {
 };
 
 // Everything a loader produces. `keep_alive` owns the mapped files the views point into;
-// `owned` holds tensors the loader had to rewrite (views may point into it).
+// `owned` holds tensors the loader had to rewrite (views may point into it); `packed` the
+// repacked copies of matmul weights that the views' `packed` pointers point into.
 struct LoadedModel {
   ModelConfig config;
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<void> keep_alive;
   std::vector<std::vector<uint8_t>> owned;
+  std::vector<PackedMatrix> packed;
 };
 
 LoadedModel load_gguf_model(const std::string& path);
@@ -42,6 +45,12 @@ LoadedModel load_hf_model(const std::string& dir);
 // tensor and both shapes.
 const TensorView& expect_matrix(const TensorView* t, const std::string& name, int64_t cols,
                                 int64_t rows);
+// Repacks every matmul weight (attention, FFN, output) that this build's kernels can use
+// repacked (see kernels/repack.h) into m.packed. With release_mapped_source, the weights' bytes
+// are in a read-only file mapping: their pages are dropped from memory (they would be read back
+// from the file if anything touched them again), so the copy does not double the resident size.
+// The token embedding keeps its layout (row lookups); a tied output matrix gets its own copy.
+void repack_matmul_weights(LoadedModel& m, bool release_mapped_source);
 // A 1-D weight (norm, bias) of n elements in any float dtype, converted to float.
 std::vector<float> load_vector(const TensorView* t, const std::string& name, int64_t n);
 

@@ -1,0 +1,76 @@
+// Q8_0 / Q4_0 weight matrices repacked for the AVX-512 VNNI matmul kernels: groups of 16 rows
+// interleaved in 4-byte pieces, so one 512-bit dpbusd advances the dots of 16 rows with a token
+// at once and every lane ends up holding the whole integer dot of one row.
+//
+// Layout of a repacked matrix: group g (rows [16g, 16g + 16)) starts at
+// g * packed_group_bytes(type, cols). Within a group, block b's quants take packed_quant_bytes
+// bytes at b * packed_quant_bytes: piece k (64 bytes) holds bytes [4k, 4k + 4) of the block's
+// quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0 quants are stored offset by
+// +128 (unsigned); Q4_0 keeps its nibble bytes. The 16 f16 row scales of all blocks follow the
+// quants (block b's at 16 * b). Rows past the end of the tensor are zero with scale 0. So a
+// thread walking its groups reads one sequential stream (two within a group).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "model/tensor.h"
+
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+#define K25_MATMUL_PACKED 1
+#endif
+
+namespace k25 {
+
+constexpr int kPackedGroupRows = 16;
+
+// Bytes of one block's quants for the 16 rows of a group: 512 (Q8_0) or 256 (Q4_0).
+size_t packed_quant_bytes(DType type);
+// Bytes of one group of a matrix with `cols` columns, padded to 64 (cols a multiple of 32).
+size_t packed_group_bytes(DType type, int64_t cols);
+
+// An owned, 64-byte aligned repacked copy of one weight matrix.
+class PackedMatrix {
+ public:
+  PackedMatrix() = default;
+  const void* data() const { return data_.get(); }
+  uint8_t* mutable_data() { return static_cast<uint8_t*>(data_.get()); }
+  size_t bytes() const { return bytes_; }
+
+  // Uninitialised; large buffers on transparent huge pages.
+  static PackedMatrix allocate(size_t bytes);
+
+ private:
+  struct Free {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, Free> data_;
+  size_t bytes_ = 0;
+};
+
+// Whether this build's matmul runs on repacked weights of this type (AVX-512 VNNI builds, Q8_0
+// and Q4_0). Elsewhere nothing is repacked and matmul reads the weights as they are.
+bool repack_supported(DType type);
+
+// Called (from any of the repacking threads) once the bytes [begin, begin + bytes) of
+// weights[tensor] have been repacked and will not be read again by the repack.
+using RepackedRangeFn = std::function<void(size_t tensor, const void* begin, size_t bytes)>;
+
+// Repacks every tensor of `weights` (all must satisfy repack_supported) on n_threads threads
+// and points each view's `packed` at its copy, which the returned buffers own. The views' own
+// bytes are only read.
+std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
+                                          const RepackedRangeFn& on_repacked = {});
+
+#if defined(K25_MATMUL_PACKED)
+// Packs rows [r0, r0 + n_rows) (n_rows <= 16) of a Q8_0 / Q4_0 matrix with n_blocks blocks per
+// row and rows w_row_bytes apart into one group of the layout above: quants at `quants`
+// (64-byte aligned), scales at `scales`.
+void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                int64_t n_blocks, uint8_t* quants, uint16_t* scales);
+#endif
+
+}  // namespace k25

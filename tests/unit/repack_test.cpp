@@ -1,0 +1,243 @@
+// Weights repacked at load (kernels/repack.h): the layout, matmul on it against a double
+// reference, results per token independent of the other tokens of a call, and a model loaded
+// from GGUF with every matmul weight repacked.
+#include "kernels/repack.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+#include "model/weights.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+#define REQUIRE_REPACK(type)                                                           \
+  do {                                                                                 \
+    if (!repack_supported(type)) {                                                     \
+      GTEST_SKIP() << "this build does not repack weights (no AVX-512 VNNI): SKIPPED"; \
+    }                                                                                  \
+  } while (0)
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequantised;  // rows x cols
+  TensorView view;
+  std::vector<PackedMatrix> packed;  // owns view.packed
+};
+
+// A random quantised matrix, repacked (view.packed set).
+Matrix make_matrix(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  Matrix m;
+  const size_t rb = row_bytes(type, cols);
+  m.bytes.resize(rb * rows);
+  m.dequantised.resize(rows * cols);
+  std::vector<float> row(cols);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = g(rng) * (r % 5 == 0 ? 4.0f : 1.0f);
+    quantize_row(type, row.data(), m.bytes.data() + r * rb, cols);
+    dequantize_row(type, m.bytes.data() + r * rb, m.dequantised.data() + r * cols, cols);
+  }
+  m.view.name = "test.weight";
+  m.view.type = type;
+  m.view.n_dims = 2;
+  m.view.ne = {cols, rows, 1, 1};
+  m.view.data = m.bytes.data();
+  m.view.bytes = m.bytes.size();
+  m.packed = repack_matrices({&m.view}, 2);
+  return m;
+}
+
+std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = g(rng);
+  return x;
+}
+
+// matmul(m) against sum_c W[r][c] * x'[t][c] in double, x' being x after a Q8_0 round trip
+// (what the kernels multiply), with the tolerance of matmul_test.
+void check_against_reference(const Matrix& m, const std::vector<float>& x, int n_tokens,
+                             ThreadPool& pool) {
+  const int64_t cols = m.view.row_length();
+  const int64_t rows = m.view.n_rows();
+  std::vector<float> xr(x);
+  std::vector<uint8_t> q(row_bytes(DType::Q8_0, cols));
+  for (int t = 0; t < n_tokens; ++t) {
+    quantize_row(DType::Q8_0, x.data() + t * cols, q.data(), cols);
+    dequantize_row(DType::Q8_0, q.data(), xr.data() + t * cols, cols);
+  }
+  std::vector<float> y(n_tokens * rows, NAN);
+  matmul(m.view, x.data(), n_tokens, y.data(), pool);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0.0;
+      double mag = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = double{m.dequantised[r * cols + c]} * xr[t * cols + c];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30)
+          << dtype_name(m.view.type) << " rows " << rows << " cols " << cols << " tokens "
+          << n_tokens << " threads " << pool.size() << " at token " << t << " row " << r;
+    }
+  }
+}
+
+TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
+  REQUIRE_REPACK(DType::Q8_0);
+  std::mt19937 rng(11);
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    const int64_t rows = 20;
+    const int64_t cols = 96;
+    const Matrix m = make_matrix(type, rows, cols, rng);
+    ASSERT_NE(m.view.packed, nullptr);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(m.view.packed) % 64, 0u);
+    const auto* packed = static_cast<const uint8_t*>(m.view.packed);
+    const size_t quant_bytes = packed_quant_bytes(type);
+    const size_t group_bytes = packed_group_bytes(type, cols);
+    const size_t block_bytes = dtype_block_bytes(type);
+    const int64_t n_blocks = cols / 32;
+    for (int64_t r = 0; r < 32; ++r) {
+      const uint8_t* group = packed + (r / 16) * group_bytes;
+      const int i = static_cast<int>(r % 16);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        uint16_t scale;
+        std::memcpy(&scale, group + n_blocks * quant_bytes + 2 * (16 * b + i), 2);
+        const uint8_t* src = m.bytes.data() + r * row_bytes(type, cols) + b * block_bytes;
+        uint16_t src_scale = 0;
+        if (r < rows) std::memcpy(&src_scale, src, 2);
+        EXPECT_EQ(scale, src_scale) << "row " << r << " block " << b;
+        for (size_t j = 0; j < quant_bytes / 16; ++j) {
+          const uint8_t got = group[b * quant_bytes + 64 * (j / 4) + 4 * i + j % 4];
+          uint8_t want = type == DType::Q8_0 ? 0x80 : 0x88;  // a zero quant past the end
+          if (r < rows) want = type == DType::Q8_0 ? src[2 + j] ^ 0x80 : src[2 + j];
+          ASSERT_EQ(got, want) << dtype_name(type) << " row " << r << " block " << b << " byte "
+                               << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(RepackTest, MatmulOnPackedWeightsMatchesReference) {
+  REQUIRE_REPACK(DType::Q8_0);
+  std::mt19937 rng(12);
+  ThreadPool one(1);
+  ThreadPool three(3);
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    for (int64_t rows : {1, 15, 16, 17, 45, 100}) {
+      for (int64_t cols : {32, 96, 352}) {
+        const Matrix m = make_matrix(type, rows, cols, rng);
+        for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 40}) {
+          const std::vector<float> x = random_acts(n_tokens * cols, rng);
+          check_against_reference(m, x, n_tokens, one);
+          check_against_reference(m, x, n_tokens, three);
+        }
+      }
+    }
+  }
+}
+
+TEST(RepackTest, MatmulOnPackedWeightsLargeShapes) {
+  REQUIRE_REPACK(DType::Q8_0);
+  std::mt19937 rng(13);
+  ThreadPool two(2);
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    const Matrix m = make_matrix(type, 300, 4096, rng);
+    for (int n_tokens : {1, 3, 8, 19}) {
+      check_against_reference(m, random_acts(n_tokens * 4096, rng), n_tokens, two);
+    }
+  }
+}
+
+// The engine batches sequences into one call; each must get exactly what it gets alone.
+TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
+  REQUIRE_REPACK(DType::Q8_0);
+  std::mt19937 rng(14);
+  ThreadPool two(2);
+  constexpr int kTokens = 40;
+  for (DType type : {DType::Q8_0, DType::Q4_0}) {
+    for (int64_t cols : {64, 2048}) {
+      const int64_t rows = 70;
+      const Matrix m = make_matrix(type, rows, cols, rng);
+      const std::vector<float> x = random_acts(kTokens * cols, rng);
+      std::vector<float> alone(kTokens * rows);
+      for (int t = 0; t < kTokens; ++t) {
+        matmul(m.view, x.data() + t * cols, 1, alone.data() + t * rows, two);
+      }
+      for (int t0 : {0, 3}) {
+        for (int n : {2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 37}) {
+          std::vector<float> y(n * rows);
+          matmul(m.view, x.data() + t0 * cols, n, y.data(), two);
+          for (int t = 0; t < n; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_EQ(y[t * rows + r], alone[(t0 + t) * rows + r])
+                  << dtype_name(type) << " cols " << cols << " batch of " << n << " from token "
+                  << t0 << ": token " << t << " row " << r;
+            }
+          }
+        }
+      }
+      // Prefill on weights that were not repacked at load (repacked on the fly) is the same
+      // arithmetic.
+      TensorView plain = m.view;
+      plain.packed = nullptr;
+      std::vector<float> y(kTokens * rows);
+      matmul(plain, x.data(), kTokens, y.data(), two);
+      for (int i = 0; i < kTokens * rows; ++i) ASSERT_EQ(y[i], alone[i]) << "at " << i;
+    }
+  }
+}
+
+TEST(RepackTest, RejectsTypesItCannotRepack) {
+  std::vector<float> data(64);
+  TensorView f32;
+  f32.name = "f32.weight";
+  f32.type = DType::F32;
+  f32.n_dims = 2;
+  f32.ne = {32, 2, 1, 1};
+  f32.data = data.data();
+  f32.bytes = data.size() * sizeof(float);
+  EXPECT_FALSE(repack_supported(DType::F32));
+  EXPECT_THROW(repack_matrices({&f32}, 1), Error);
+}
+
+TEST(RepackTest, LoadedModelHasEveryMatmulWeightRepacked) {
+  K25_REQUIRE_SHARED();
+  REQUIRE_REPACK(DType::Q8_0);
+  for (const char* file : {"models/stories260K-q8_0.gguf", "models/stories260K-q4_0.gguf"}) {
+    const LoadedModel m = load_gguf_model(testing::shared_path(file));
+    const ModelWeights& w = m.weights;
+    EXPECT_EQ(w.token_embedding.packed, nullptr) << file;
+    // Every quantised matmul weight (the files keep some, like ffn_down, in float).
+    int n_packed = 0;
+    const auto check = [&](const TensorView& t) {
+      EXPECT_EQ(t.packed != nullptr, repack_supported(t.type)) << file << " " << t.name;
+      n_packed += t.packed != nullptr;
+    };
+    check(w.output);
+    for (const LayerWeights& L : w.layers) {
+      for (const TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+        check(*t);
+      }
+    }
+    EXPECT_GT(n_packed, 0) << file;
+    // The embedding rows are still readable (the output matrix may be tied to it).
+    std::vector<float> row(w.token_embedding.row_length());
+    dequantize_row(w.token_embedding.type, w.token_embedding.data, row.data(),
+                   w.token_embedding.row_length());
+  }
+}
+
+}  // namespace
+}  // namespace k25
