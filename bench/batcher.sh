@@ -9,7 +9,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dtype q8_0]
-                        [--skip-decode] [--skip-serving] [--requests N] [--scale F]
+                        [--skip-decode] [--skip-serving] [--requests N] [--scale F] [--kv-mb M]
   --bin DIR     k25 binaries (default build/bin)
   --peer DIR    llama.cpp build/bin with llama-batched-bench and llama-server (skipped if absent)
   --out DIR     models and results (default /tmp/k25-bench)
@@ -25,6 +25,7 @@ skip_decode=0
 skip_serving=0
 requests=32
 scale=0.25
+kv_mb=600   # k25's L2 KV budget; the peer reserves every slot's full context
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -36,6 +37,7 @@ while [[ $# -gt 0 ]]; do
     --skip-serving) skip_serving=1; shift ;;
     --requests) requests="$2"; shift 2 ;;
     --scale) scale="$2"; shift 2 ;;
+    --kv-mb) kv_mb="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -90,7 +92,7 @@ if [[ $skip_serving == 0 ]]; then
   echo "== bimodal --scale $scale, $requests requests, concurrency 24, 32 output tokens"
   port=$(free_port)
   "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
-    --ctx-size 4096 --log-requests false > "$out/k25-server.log" 2>&1 &
+    --ctx-size 4096 --l2-cache-size-mb "$kv_mb" --log-requests false ${K25_SERVER_ARGS:-} > "$out/k25-server.log" 2>&1 &
   pid=$!
   trap 'kill $pid 2> /dev/null || true' EXIT
   wait_ready "http://127.0.0.1:$port" "$pid"

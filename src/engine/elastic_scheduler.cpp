@@ -228,27 +228,33 @@ class Planner {
     for (int i : running_by_rank()) {
       if (running_[i] && !tasked(i) && pending(i) > 1) order.push_back(i);
     }
-    bool any = false;
-    // Round one: a micro-task each, in order. Later rounds: further micro-tasks for the same
-    // sequences while the budget lasts (one long prompt alone still fills the step).
-    for (bool progress = true; progress;) {
-      progress = false;
-      for (int i : order) {
-        const int start = computed_[i] + (tasked(i) ? d_.tasks[task_of_[i]].length : 0);
-        const int left = seqs_[i].n_tokens - start;
-        if (left <= 0 || !running_[i]) continue;
-        // The first prefill of a step always gets at least one token, so prefill never starves.
-        const int allowance = any ? budget_ : std::max(budget_, 1);
-        const int n = std::min({left, opt_.micro_task_tokens, allowance});
-        if (n <= 0) return;
-        const int added = add_tokens(i, n);
-        budget_ -= added;
-        if (added > 0) {
-          any = true;
-          progress = true;
-        }
-      }
+    // Prompts that one micro-task finishes go first, whatever their class: each costs little
+    // and yields a first token, where the same tokens spent on a long prompt bring its first
+    // token only a little closer (shortest remaining first; long prompts still progress below).
+    std::stable_partition(order.begin(), order.end(),
+                          [&](int i) { return pending(i) <= opt_.micro_task_tokens; });
+    any_ = false;
+    // Finishers first, then the best-ranked prompt takes what it can (micro-tasks of one
+    // sequence merge into one descriptor): a gold prompt is not slowed by bronze ones, and
+    // aging lifts a waiting prompt one band per second until it ranks first.
+    for (int i : order) {
+      if (!prefill(i)) return;
     }
+  }
+
+  // Adds i's prompt tokens to its task as far as the budget goes; false once it is spent.
+  bool prefill(int i) {
+    const int start = computed_[i] + (tasked(i) ? d_.tasks[task_of_[i]].length : 0);
+    const int left = seqs_[i].n_tokens - start;
+    if (left <= 0 || !running_[i]) return true;
+    // The first prefill of a step always gets at least one token, so prefill never starves.
+    const int allowance = any_ ? budget_ : std::max(budget_, 1);
+    const int n = std::min(left, allowance);
+    if (n <= 0) return false;
+    const int added = add_tokens(i, n);
+    budget_ -= added;
+    any_ = any_ || added > 0;
+    return true;
   }
 
   void group_by_plan() {
@@ -277,6 +283,7 @@ class Planner {
   std::vector<int> task_of_;  // index into d_.tasks, or -1
   std::vector<bool> admitted_now_;
   long promised_ = 0;  // pages of the first micro-tasks of sequences admitted this step
+  bool any_ = false;   // a prefill task was planned this step
   StepDecision d_;
 };
 

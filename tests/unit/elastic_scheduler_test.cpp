@@ -72,9 +72,23 @@ TEST(ElasticScheduler, EveryDecodeTokenThenPrefillWithinTheBudget) {
   EXPECT_EQ(task_of(d, 1)->start, 10);
   ASSERT_NE(task_of(d, 3), nullptr);
   EXPECT_EQ(task_of(d, 3)->length, 1);
-  // 14 prefill tokens in micro-tasks of 4: both prompts progress, the shorter remainder first.
-  EXPECT_EQ(task_of(d, 0)->length + task_of(d, 2)->length, 14);
-  EXPECT_GE(task_of(d, 2)->length, task_of(d, 0)->length);
+  // 14 prefill tokens left: the best-ranked prompt (same class, shorter remainder) takes them.
+  ASSERT_NE(task_of(d, 2), nullptr);
+  EXPECT_EQ(task_of(d, 2)->length, 14);
+  EXPECT_EQ(task_of(d, 0), nullptr);
+}
+
+TEST(ElasticScheduler, PromptsThatOneMicroTaskFinishesGoFirstWhateverTheirClass) {
+  ElasticScheduler s(options(/*budget=*/40, /*micro=*/16));
+  std::vector<SeqView> seqs = {running(kGold, 500, 0, 1), running(kBronze, 12, 0, 2),
+                               running(kSilver, 16, 0, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 12);
+  ASSERT_NE(task_of(d, 2), nullptr);
+  EXPECT_EQ(task_of(d, 2)->length, 16);
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 12);  // the gold long prompt takes the rest
 }
 
 TEST(ElasticScheduler, ALongPromptIsCutIntoMicroTasksSoAShortOneGoesFirst) {
