@@ -13,6 +13,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "model/weights.h"
+#include "random_weights.h"
 #include "test_paths.h"
 #include "util/error.h"
 
@@ -26,32 +27,15 @@ namespace {
     }                                                                                  \
   } while (0)
 
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  std::vector<float> dequantised;  // rows x cols
-  TensorView view;
+struct Matrix : testing::Weights {
   std::vector<PackedMatrix> packed;  // owns view.packed
 };
 
 // A random quantised matrix, repacked (view.packed set).
 Matrix make_matrix(DType type, int64_t rows, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> g(0.0f, 1.0f);
   Matrix m;
-  const size_t rb = row_bytes(type, cols);
-  m.bytes.resize(rb * rows);
-  m.dequantised.resize(rows * cols);
-  std::vector<float> row(cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (auto& v : row) v = g(rng) * (r % 5 == 0 ? 4.0f : 1.0f);
-    quantize_row(type, row.data(), m.bytes.data() + r * rb, cols);
-    dequantize_row(type, m.bytes.data() + r * rb, m.dequantised.data() + r * cols, cols);
-  }
-  m.view.name = "test.weight";
-  m.view.type = type;
-  m.view.n_dims = 2;
-  m.view.ne = {cols, rows, 1, 1};
+  static_cast<testing::Weights&>(m) = testing::make_weights(type, rows, cols, rng);
   m.view.data = m.bytes.data();
-  m.view.bytes = m.bytes.size();
   m.packed = repack_matrices({&m.view}, 2);
   return m;
 }
