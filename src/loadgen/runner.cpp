@@ -8,12 +8,6 @@
 #include "loadgen/sse_client.h"
 #include "util/error.h"
 
-// GCC 12 with -fsanitize=address and -O1 or more reports the deletion of Asio's coroutine frames
-// (allocated by awaitable_frame_base's own operator new) as mismatched: a false positive.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-#endif
-
 namespace k25::loadgen {
 
 using nlohmann::json;
