@@ -18,41 +18,9 @@
 namespace k25 {
 namespace {
 
+using testing::check_matmul;
 using testing::make_weights;
 using testing::Weights;
-
-// Checks matmul(w, x) against sum_c W[r][c] * x'[t][c] in double, where x' is x itself for
-// float weights and x after a Q8_0 round trip for quantised ones.
-void check_matmul(const Weights& w, const std::vector<float>& x, int n_tokens, ThreadPool& pool) {
-  const int64_t cols = w.view.row_length();
-  const int64_t rows = w.view.n_rows();
-  const bool quantised = w.view.type == DType::Q8_0 || w.view.type == DType::Q4_0;
-  std::vector<float> xr(x);
-  if (quantised) {
-    std::vector<uint8_t> q(row_bytes(DType::Q8_0, cols));
-    for (int t = 0; t < n_tokens; ++t) {
-      quantize_row(DType::Q8_0, x.data() + t * cols, q.data(), cols);
-      dequantize_row(DType::Q8_0, q.data(), xr.data() + t * cols, cols);
-    }
-  }
-  std::vector<float> y(n_tokens * rows, NAN);
-  matmul(w.view, x.data(), n_tokens, y.data(), pool);
-  for (int t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double ref = 0.0;
-      double mag = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double p = double{w.dequantised[r * cols + c]} * xr[t * cols + c];
-        ref += p;
-        mag += std::fabs(p);
-      }
-      ASSERT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30)
-          << "type " << static_cast<int>(w.view.type) << " rows " << rows << " cols " << cols
-          << " tokens " << n_tokens << " threads " << pool.size() << " at token " << t << " row "
-          << r;
-    }
-  }
-}
 
 std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
   std::normal_distribution<float> g(0.0f, 1.0f);

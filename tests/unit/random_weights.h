@@ -1,11 +1,15 @@
-// Random quantised weight matrices for the kernel tests, with their dequantised values (what the
-// double-precision references multiply).
+// Random quantised weight matrices for the kernel tests, with their dequantised values, and the
+// double-precision reference check of matmul over them.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "model/tensor.h"
 
@@ -37,6 +41,40 @@ inline Weights make_weights(DType type, int64_t rows, int64_t cols, std::mt19937
   w.view.data = w.bytes.data();
   w.view.bytes = w.bytes.size();
   return w;
+}
+
+// Checks matmul(w, x) against sum_c W[r][c] * x'[t][c] in double, where x' is x itself for
+// float weights and x after a Q8_0 round trip for quantised ones.
+inline void check_matmul(const Weights& w, const std::vector<float>& x, int n_tokens,
+                         ThreadPool& pool) {
+  const int64_t cols = w.view.row_length();
+  const int64_t rows = w.view.n_rows();
+  const bool quantised = w.view.type == DType::Q8_0 || w.view.type == DType::Q4_0;
+  std::vector<float> xr(x);
+  if (quantised) {
+    std::vector<uint8_t> q(row_bytes(DType::Q8_0, cols));
+    for (int t = 0; t < n_tokens; ++t) {
+      quantize_row(DType::Q8_0, x.data() + t * cols, q.data(), cols);
+      dequantize_row(DType::Q8_0, q.data(), xr.data() + t * cols, cols);
+    }
+  }
+  std::vector<float> y(n_tokens * rows, NAN);
+  matmul(w.view, x.data(), n_tokens, y.data(), pool);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double ref = 0.0;
+      double mag = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = double{w.dequantised[r * cols + c]} * xr[t * cols + c];
+        ref += p;
+        mag += std::fabs(p);
+      }
+      ASSERT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30)
+          << "type " << static_cast<int>(w.view.type) << " rows " << rows << " cols " << cols
+          << " tokens " << n_tokens << " threads " << pool.size() << " at token " << t << " row "
+          << r;
+    }
+  }
 }
 
 }  // namespace k25::testing

@@ -47,36 +47,6 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-// matmul(m) against sum_c W[r][c] * x'[t][c] in double, x' being x after a Q8_0 round trip
-// (what the kernels multiply), with the tolerance of matmul_test.
-void check_against_reference(const Matrix& m, const std::vector<float>& x, int n_tokens,
-                             ThreadPool& pool) {
-  const int64_t cols = m.view.row_length();
-  const int64_t rows = m.view.n_rows();
-  std::vector<float> xr(x);
-  std::vector<uint8_t> q(row_bytes(DType::Q8_0, cols));
-  for (int t = 0; t < n_tokens; ++t) {
-    quantize_row(DType::Q8_0, x.data() + t * cols, q.data(), cols);
-    dequantize_row(DType::Q8_0, q.data(), xr.data() + t * cols, cols);
-  }
-  std::vector<float> y(n_tokens * rows, NAN);
-  matmul(m.view, x.data(), n_tokens, y.data(), pool);
-  for (int t = 0; t < n_tokens; ++t) {
-    for (int64_t r = 0; r < rows; ++r) {
-      double ref = 0.0;
-      double mag = 0.0;
-      for (int64_t c = 0; c < cols; ++c) {
-        const double p = double{m.dequantised[r * cols + c]} * xr[t * cols + c];
-        ref += p;
-        mag += std::fabs(p);
-      }
-      ASSERT_NEAR(y[t * rows + r], ref, 1e-5 * mag + 1e-30)
-          << dtype_name(m.view.type) << " rows " << rows << " cols " << cols << " tokens "
-          << n_tokens << " threads " << pool.size() << " at token " << t << " row " << r;
-    }
-  }
-}
-
 TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   REQUIRE_REPACK(DType::Q8_0);
   std::mt19937 rng(11);
@@ -124,8 +94,8 @@ TEST(RepackTest, MatmulOnPackedWeightsMatchesReference) {
         const Matrix m = make_matrix(type, rows, cols, rng);
         for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 40}) {
           const std::vector<float> x = random_acts(n_tokens * cols, rng);
-          check_against_reference(m, x, n_tokens, one);
-          check_against_reference(m, x, n_tokens, three);
+          testing::check_matmul(m, x, n_tokens, one);
+          testing::check_matmul(m, x, n_tokens, three);
         }
       }
     }
@@ -139,7 +109,7 @@ TEST(RepackTest, MatmulOnPackedWeightsLargeShapes) {
   for (DType type : {DType::Q8_0, DType::Q4_0}) {
     const Matrix m = make_matrix(type, 300, 4096, rng);
     for (int n_tokens : {1, 3, 8, 19}) {
-      check_against_reference(m, random_acts(n_tokens * 4096, rng), n_tokens, two);
+      testing::check_matmul(m, random_acts(n_tokens * 4096, rng), n_tokens, two);
     }
   }
 }
