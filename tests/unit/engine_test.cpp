@@ -334,23 +334,32 @@ TEST(Engine, QueuedRequestsStartInPriorityOrder) {
   EXPECT_EQ(priorities, (std::vector<int>{100, 100, 50, 10, 10}));
 }
 
+// Runs a greedy request after {BOS, a} alone (returning its text), then again as bronze; once
+// the bronze has had 1 + `bronze_steps` forward calls, `gold_request` arrives as gold.
+std::string run_bronze_then_gold(FakeModel& model, Engine& engine, int max_tokens, int bronze_steps,
+                                 GenerationRequest gold_request, Collector& bronze,
+                                 Collector& gold) {
+  Collector alone;
+  engine.submit(greedy({kBos, letter('a')}, max_tokens), alone.callback());
+  const std::string uninterrupted = alone.text();
+  model.hold();
+  const int calls_before = model.forward_calls();
+  engine.submit(with_priority(greedy({kBos, letter('a')}, max_tokens), 10), bronze.callback());
+  model.grant(bronze_steps);  // the bronze prefills and decodes a few tokens
+  model.wait_for_forward_calls(calls_before + bronze_steps + 1);
+  engine.submit(with_priority(std::move(gold_request), 100), gold.callback());
+  model.release();
+  return uninterrupted;
+}
+
 TEST(Engine, GoldPreemptsBronzeAndBothGiveTheirUninterruptedTokens) {
   FakeModel model;
   EngineOptions o = small_options();
   o.max_batch_size = 1;
   Engine engine(model, o);
-  Collector alone;
-  engine.submit(greedy({kBos, letter('a')}, 20), alone.callback());
-  const std::string uninterrupted = alone.text();
-
-  model.hold();
   Collector bronze, gold;
-  const int calls_before = model.forward_calls();
-  engine.submit(with_priority(greedy({kBos, letter('a')}, 20), 10), bronze.callback());
-  model.grant(5);  // the bronze prefills and decodes a few tokens
-  model.wait_for_forward_calls(calls_before + 6);
-  engine.submit(with_priority(greedy({kBos, letter('p')}, 3), 100), gold.callback());
-  model.release();
+  const std::string uninterrupted =
+      run_bronze_then_gold(model, engine, 20, 5, greedy({kBos, letter('p')}, 3), bronze, gold);
   EXPECT_EQ(gold.text(), "qrs");
   EXPECT_EQ(bronze.text(), uninterrupted);
   EXPECT_GE(engine.stats().preemptions.load(), 1u);
@@ -367,19 +376,10 @@ TEST(Engine, PreemptedSequenceRecomputesItsKvWhenMemoryRunsOut) {
   // positions, less than the two requests need together (16 + 14).
   o.kv_budget_bytes = 5 * 128;
   Engine engine(model, o);
-  Collector alone;
-  engine.submit(greedy({kBos, letter('a')}, 14), alone.callback());
-  const std::string uninterrupted = alone.text();
-
-  model.hold();
   Collector bronze, gold;
-  const int calls_before = model.forward_calls();
-  engine.submit(with_priority(greedy({kBos, letter('a')}, 14), 10), bronze.callback());
-  model.grant(9);
-  model.wait_for_forward_calls(calls_before + 10);
-  engine.submit(with_priority(greedy({kBos, letter('c'), letter('d'), letter('e')}, 10), 100),
-                gold.callback());
-  model.release();
+  const std::string uninterrupted =
+      run_bronze_then_gold(model, engine, 14, 9,
+                           greedy({kBos, letter('c'), letter('d'), letter('e')}, 10), bronze, gold);
   EXPECT_EQ(gold.text(), "fghijklmno");
   EXPECT_EQ(bronze.text(), uninterrupted);
   EXPECT_GE(engine.stats().kv_drops.load(), 1u);
