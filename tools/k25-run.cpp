@@ -173,10 +173,15 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
   }
   json rows = json::array();
   for (int pl : n_parallel) {
-    const k25::BatchedBenchResult r = k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool, ubatch);
+    const k25::BatchedBenchResult r =
+        k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool, ubatch);
     if (json_out) {
-      rows.push_back({{"pp", n_prompt}, {"tg", n_generate}, {"pl", pl}, {"t_pp", r.prefill_s},
-                      {"speed_pp", r.prefill_tokens_per_s()}, {"t_tg", r.decode_s},
+      rows.push_back({{"pp", n_prompt},
+                      {"tg", n_generate},
+                      {"pl", pl},
+                      {"t_pp", r.prefill_s},
+                      {"speed_pp", r.prefill_tokens_per_s()},
+                      {"t_tg", r.decode_s},
                       {"speed_tg", r.decode_tokens_per_s()}});
     } else {
       std::printf("| %6d | %6d | %4d | %8.3f | %10.2f | %8.3f | %10.2f |\n", n_prompt, n_generate,
@@ -265,7 +270,8 @@ int main(int argc, char** argv) {
     if (*ppl) return run_perplexity(model, file, n_ctx, threads);
     if (*lg) return run_logits(model, text, top, threads);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
-    if (*bb) return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads,
+    if (*bb)
+      return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads,
                                bench_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

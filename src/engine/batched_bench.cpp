@@ -28,7 +28,8 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   const int kv_dim = config.n_kv_heads * config.head_dim;
   const int page_tokens = PagedKvCache::kDefaultPageTokens;
   PagePool probe({page_tokens, config.n_layers, kv_dim}, 0);
-  const size_t pages = static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
+  const size_t pages =
+      static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
   PagedKvCache kv(config.n_layers, kv_dim, config.context_length, pages * probe.page_bytes(),
                   page_tokens);
 
@@ -58,7 +59,8 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   for (int step = 0; step < c.n_generate; ++step) {
     batch.clear();
     const int pos = c.n_prompt + step;
-    for (int seq = 0; seq < c.n_parallel; ++seq) batch.push_back({token_at(seq, pos), pos, seq, true});
+    for (int seq = 0; seq < c.n_parallel; ++seq)
+      batch.push_back({token_at(seq, pos), pos, seq, true});
     model.forward(batch, kv, logits.data(), pool);
   }
   result.decode_s = seconds_since(decode_start);

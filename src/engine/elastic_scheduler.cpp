@@ -18,7 +18,8 @@ ElasticScheduler::ElasticScheduler(SchedulerOptions options) : options_(options)
 int ElasticScheduler::pending_micro_tasks(const std::vector<SeqView>& seqs) const {
   int n = 0;
   for (const SeqView& s : seqs) {
-    if (s.n_pending() > 1) n += (s.n_pending() + options_.micro_task_tokens - 1) / options_.micro_task_tokens;
+    if (s.n_pending() > 1)
+      n += (s.n_pending() + options_.micro_task_tokens - 1) / options_.micro_task_tokens;
   }
   return n;
 }
@@ -30,7 +31,10 @@ namespace {
 class Planner {
  public:
   Planner(const ElasticScheduler& scheduler, const std::vector<SeqView>& seqs, PoolView pool)
-      : opt_(scheduler.options()), seqs_(seqs), page_tokens_(pool.page_tokens), free_(pool.free_pages) {
+      : opt_(scheduler.options()),
+        seqs_(seqs),
+        page_tokens_(pool.page_tokens),
+        free_(pool.free_pages) {
     const size_t n = seqs.size();
     eff_.resize(n);
     running_.resize(n);
@@ -201,7 +205,8 @@ class Planner {
   // short, 0 when none fit).
   int add_tokens(int i, int length) {
     const int start = computed_[i] + (tasked(i) ? d_.tasks[task_of_[i]].length : 0);
-    if (pages_needed(i, start + length) > free_) make_room(i, pages_needed(i, start + length), false);
+    if (pages_needed(i, start + length) > free_)
+      make_room(i, pages_needed(i, start + length), false);
     const long fits = (held_[i] + free_) * page_tokens_ - start;
     length = static_cast<int>(std::min<long>(length, fits));
     if (length <= 0) return 0;
@@ -264,10 +269,11 @@ class Planner {
         key_order.push_back(t.plan_key);
       }
     }
-    std::stable_sort(d_.tasks.begin(), d_.tasks.end(), [&](const TaskDescriptor& a, const TaskDescriptor& b) {
-      return std::find(key_order.begin(), key_order.end(), a.plan_key) <
-             std::find(key_order.begin(), key_order.end(), b.plan_key);
-    });
+    std::stable_sort(d_.tasks.begin(), d_.tasks.end(),
+                     [&](const TaskDescriptor& a, const TaskDescriptor& b) {
+                       return std::find(key_order.begin(), key_order.end(), a.plan_key) <
+                              std::find(key_order.begin(), key_order.end(), b.plan_key);
+                     });
   }
 
   const SchedulerOptions& opt_;

@@ -101,7 +101,8 @@ Engine::Engine(Model& model, EngineOptions options)
   if (budget == 0) {
     PagePool probe({options_.kv_page_tokens, c.n_layers, kv_dim}, 0);
     const size_t pages_per_seq =
-        (static_cast<size_t>(context_size_) + options_.kv_page_tokens - 1) / options_.kv_page_tokens;
+        (static_cast<size_t>(context_size_) + options_.kv_page_tokens - 1) /
+        options_.kv_page_tokens;
     budget = probe.page_bytes() * pages_per_seq * static_cast<size_t>(options_.max_batch_size);
   }
   kv_ = std::make_unique<PagedKvCache>(c.n_layers, kv_dim, context_size_, budget,
@@ -136,9 +137,9 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
       static_cast<size_t>(n_prompt + options_.kv_page_tokens) / options_.kv_page_tokens;
   if (prompt_pages > kv_->pool().pages_total()) {
     return {SubmitStatus::Invalid, 0,
-            concat("the prompt has ", n_prompt, " tokens; the KV budget (",
-                   kv_->bytes_budget(), " bytes) holds ",
-                   kv_->pool().pages_total() * options_.kv_page_tokens, " positions")};
+            concat("the prompt has ", n_prompt, " tokens; the KV budget (", kv_->bytes_budget(),
+                   " bytes) holds ", kv_->pool().pages_total() * options_.kv_page_tokens,
+                   " positions")};
   }
   if (request.max_tokens < 1) return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
   const int n_vocab = model_.config().n_vocab;
@@ -227,9 +228,7 @@ void Engine::run() {
 
 void Engine::wait_for_work() {
   std::unique_lock lock(mutex_);
-  auto interrupted = [&] {
-    return stopping_ || cancel_everything_ || !cancel_requests_.empty();
-  };
+  auto interrupted = [&] { return stopping_ || cancel_everything_ || !cancel_requests_.empty(); };
   if (seqs_.empty()) {
     wake_.wait(lock, [&] { return interrupted() || !submitted_.empty(); });
     // Idle until now: give simultaneous arrivals a moment to share the first step (R-EB4).
@@ -343,7 +342,7 @@ void Engine::step() {
       std::unique_lock lock(mutex_);
       wake_.wait_for(lock, std::chrono::milliseconds(1));
     } else if (stuck->n_generated > 0) {
-        finish(*stuck, FinishReason::Length);
+      finish(*stuck, FinishReason::Length);
     } else {
       finish(*stuck, FinishReason::Error,
              concat("the KV budget (", kv_->bytes_budget(), " bytes) cannot hold this request"));
@@ -433,9 +432,9 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     Sequence& seq = *wanting_logits[row];
     on_logits(seq, logits_.data() + row * static_cast<size_t>(n_vocab));
     if (seq.request.adaptive_pruning && !seq.finished && pruner_.due(seq.n_generated)) {
-      const ComputePlan base = seq.request.plan ? *seq.request.plan
-                                                : ComputePlan::full(model_.config().n_layers,
-                                                                    model_.config().n_heads);
+      const ComputePlan base =
+          seq.request.plan ? *seq.request.plan
+                           : ComputePlan::full(model_.config().n_layers, model_.config().n_heads);
       seq.current_plan = pruner_.update(*kv_, seq.kv_id, seq.n_computed, base, seq.adaptive);
       ++stats_.adaptive_updates;
     }

@@ -14,9 +14,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/elastic_scheduler.h"
 #include "engine/engine_stats.h"
 #include "engine/request.h"
-#include "engine/elastic_scheduler.h"
 #include "flash/adaptive_pruning.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
@@ -24,20 +24,20 @@
 namespace k25 {
 
 struct EngineOptions {
-  int n_threads = 0;            // <= 0: hardware concurrency
-  int max_batch_size = 24;      // concurrent sequences (KV slots), R-EB4
-  int max_queue = 256;          // waiting requests before submit() answers QueueFull
-  int context_size = 0;         // <= 0 or above the model's: the model's context_length
-  int step_token_budget = 512;  // tokens per step (decode tokens + prefill micro-tasks), R-EB2
-  int micro_task_tokens = 128;  // prefill chunk, R-EB2
-  double aging_per_second = 10;   // priority points a request gains per second it waits
+  int n_threads = 0;               // <= 0: hardware concurrency
+  int max_batch_size = 24;         // concurrent sequences (KV slots), R-EB4
+  int max_queue = 256;             // waiting requests before submit() answers QueueFull
+  int context_size = 0;            // <= 0 or above the model's: the model's context_length
+  int step_token_budget = 512;     // tokens per step (decode tokens + prefill micro-tasks), R-EB2
+  int micro_task_tokens = 128;     // prefill chunk, R-EB2
+  double aging_per_second = 10;    // priority points a request gains per second it waits
   int preempt_min_priority = 100;  // arrivals with this base priority or more may preempt (gold)
   // L2 KV pool budget (R-KV1). 0: enough for max_batch_size sequences of the full context.
   size_t kv_budget_bytes = 0;
   int kv_page_tokens = PagedKvCache::kDefaultPageTokens;
-  int kv_shards = 1;              // l2_cache_shards (a power of 2)
-  int batch_timeout_ms = 10;      // an idle engine waits this long for more arrivals (R-EB4)
-  int queue_timeout_ms = 0;       // a request never started after this long fails; 0 = no limit
+  int kv_shards = 1;          // l2_cache_shards (a power of 2)
+  int batch_timeout_ms = 10;  // an idle engine waits this long for more arrivals (R-EB4)
+  int queue_timeout_ms = 0;   // a request never started after this long fails; 0 = no limit
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
@@ -109,7 +109,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> submitted_;  // not yet seen by the engine thread
   std::unordered_set<RequestId> cancel_requests_;
   bool cancel_everything_ = false;
-  int n_queued_shared_ = 0;   // sequences without a batch slot (submitted or queued)
+  int n_queued_shared_ = 0;  // sequences without a batch slot (submitted or queued)
   int n_running_shared_ = 0;
 
   // Engine thread only.

@@ -49,7 +49,7 @@ struct GenerationEvent {
   std::optional<TokenLogprobs> logprobs;
   // Finished only.
   FinishReason finish_reason = FinishReason::Stop;
-  std::string error;  // FinishReason::Error: what went wrong
+  std::string error;           // FinishReason::Error: what went wrong
   bool queue_timeout = false;  // Error: it never started within the queue timeout (retryable)
   int prompt_tokens = 0;
   int completion_tokens = 0;
