@@ -27,11 +27,10 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   }
   const int kv_dim = config.n_kv_heads * config.head_dim;
   const int page_tokens = PagedKvCache::kDefaultPageTokens;
-  PagePool probe({page_tokens, config.n_layers, kv_dim}, 0);
   const size_t pages =
       static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
-  PagedKvCache kv(config.n_layers, kv_dim, config.context_length, pages * probe.page_bytes(),
-                  page_tokens);
+  const size_t page_bytes = PagePool::page_bytes_for({page_tokens, config.n_layers, kv_dim});
+  PagedKvCache kv(config.n_layers, kv_dim, config.context_length, pages * page_bytes, page_tokens);
 
   // Any valid tokens do: the cost of a forward pass does not depend on which.
   auto token_at = [&](int seq, int pos) {

@@ -99,11 +99,11 @@ Engine::Engine(Model& model, EngineOptions options)
   const int kv_dim = c.n_kv_heads * c.head_dim;
   size_t budget = options_.kv_budget_bytes;
   if (budget == 0) {
-    PagePool probe({options_.kv_page_tokens, c.n_layers, kv_dim}, 0);
     const size_t pages_per_seq =
         (static_cast<size_t>(context_size_) + options_.kv_page_tokens - 1) /
         options_.kv_page_tokens;
-    budget = probe.page_bytes() * pages_per_seq * static_cast<size_t>(options_.max_batch_size);
+    budget = PagePool::page_bytes_for({options_.kv_page_tokens, c.n_layers, kv_dim}) *
+             pages_per_seq * static_cast<size_t>(options_.max_batch_size);
   }
   kv_ = std::make_unique<PagedKvCache>(c.n_layers, kv_dim, context_size_, budget,
                                        options_.kv_page_tokens, options_.kv_shards);

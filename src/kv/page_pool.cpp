@@ -22,6 +22,14 @@ void PagePool::AlignedDelete::operator()(float* p) const {
   ::operator delete[](p, std::align_val_t{kAlignment});
 }
 
+size_t PagePool::page_bytes_for(const PageGeometry& geometry) {
+  // One K and one V block per layer, each padded to kAlignment.
+  const size_t block_bytes = round_up(
+      size_t{static_cast<unsigned>(geometry.page_tokens)} * geometry.kv_dim * sizeof(float),
+      kAlignment);
+  return block_bytes * 2 * geometry.n_layers;
+}
+
 PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
     : geometry_(geometry), budget_bytes_(budget_bytes), n_shards_(n_shards) {
   if (geometry.page_tokens <= 0 || geometry.n_layers <= 0 || geometry.kv_dim <= 0) {
@@ -32,12 +40,9 @@ PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
     fail("KV page pool: l2_cache_shards must be a power of two in [1, ", kMaxShards, "], got ",
          n_shards);
   }
-  const size_t block_bytes = round_up(
-      size_t{static_cast<unsigned>(geometry.page_tokens)} * geometry.kv_dim * sizeof(float),
-      kAlignment);
-  block_floats_ = block_bytes / sizeof(float);
-  page_floats_ = block_floats_ * 2 * geometry.n_layers;
-  page_bytes_ = page_floats_ * sizeof(float);
+  page_bytes_ = page_bytes_for(geometry);
+  page_floats_ = page_bytes_ / sizeof(float);
+  block_floats_ = page_floats_ / (2 * geometry.n_layers);
   // Page ids are 32-bit; a budget beyond that many pages is clipped, never exceeded.
   pages_total_ = std::min<size_t>(budget_bytes / page_bytes_, std::numeric_limits<PageId>::max());
   while (slab_shift_ < 31 && (page_bytes_ << (slab_shift_ + 1)) <= kSlabTargetBytes) ++slab_shift_;

@@ -44,6 +44,9 @@ class PagePool {
   // A budget smaller than one page gives a pool with zero pages.
   PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards = 1);
   ~PagePool();
+
+  // Bytes of one page of `geometry` (padding included): what a budget is counted in.
+  static size_t page_bytes_for(const PageGeometry& geometry);
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
