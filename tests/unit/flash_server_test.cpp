@@ -15,6 +15,7 @@
 #include "flash/domain_map.h"
 #include "flash/gate.h"
 #include "flash/simhash.h"
+#include "in_process_server.h"
 #include "model/model.h"
 #include "server/api.h"
 #include "server/http_server.h"
@@ -27,31 +28,11 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::http_call;
 using testing::HttpResult;
+using testing::InProcessServer;
 
 const char* kLegalPrompt =
     "According to Article 47 of the Labour Contract Law, economic compensation shall be paid to "
     "the worker at the rate of one month's wage for each full year of service.";
-
-// Declared before the Engine: request event channels live on this server's io_context.
-class FlashServer {
- public:
-  explicit FlashServer(const ServerConfig& config) : api_(config) {
-    HttpServerOptions options;
-    options.port = 0;
-    options.io_threads = 1;
-    server_ = std::make_unique<HttpServer>(
-        options, [this](HttpExchange& ex) { return api_.handle(ex); },
-        [this](int status, const std::string& m) { return api_.error_text(status, m); });
-    server_->start();
-  }
-  ~FlashServer() { server_->stop(); }
-  Api& api() { return api_; }
-  int port() const { return server_->port(); }
-
- private:
-  Api api_;
-  std::unique_ptr<HttpServer> server_;
-};
 
 // k25_metadata with "default" (gate keeps everything) and "legal" (masks head 1 of block 2,
 // switches the FFN of block 3 off); legal's signature is kLegalPrompt's SimHash.
@@ -106,7 +87,7 @@ class FlashApi : public ::testing::Test {
 };
 
 TEST_F(FlashApi, ResponsesNameTheLevelAndWhatWasSkipped) {
-  FlashServer server(config());
+  InProcessServer server(config());
   Engine engine(*model_, engine_options());
   server.api().set_engine(&engine);
   const std::string body = R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0})";
@@ -143,7 +124,7 @@ TEST_F(FlashApi, ResponsesNameTheLevelAndWhatWasSkipped) {
 }
 
 TEST_F(FlashApi, UnknownDomainIsGateNotFoundAndBadPruningValueIs400) {
-  FlashServer server(config());
+  InProcessServer server(config());
   Engine engine(*model_, engine_options());
   server.api().set_engine(&engine);
   int status = 0;
@@ -160,7 +141,7 @@ TEST_F(FlashApi, PlainModelWithoutMetadataRunsLevel0UnlessRulesAreOn) {
   c.flash_metadata = "";
   c.model_path = testing::shared_path("models/stories260K.gguf");
   {
-    FlashServer server(c);
+    InProcessServer server(c);
     Engine engine(*model_, engine_options());
     server.api().set_engine(&engine);
     json r = generate(server.port(), R"({"prompt":"Once","max_tokens":2})");
@@ -170,7 +151,7 @@ TEST_F(FlashApi, PlainModelWithoutMetadataRunsLevel0UnlessRulesAreOn) {
     EXPECT_EQ(status, 400);
   }
   c.rule_pruning = "on";
-  FlashServer server(c);
+  InProcessServer server(c);
   Engine engine(*model_, engine_options());
   server.api().set_engine(&engine);
   json r = generate(server.port(), R"({"prompt":"Once","max_tokens":2})");

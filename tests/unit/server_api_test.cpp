@@ -10,6 +10,7 @@
 #include "../integration/server_process.h"
 #include "engine/engine.h"
 #include "fake_model.h"
+#include "in_process_server.h"
 #include "server/api.h"
 #include "server/http_server.h"
 
@@ -19,28 +20,7 @@ namespace {
 using nlohmann::json;
 using testing::http_call;
 using testing::HttpResult;
-
-// Declare it before the Engine it serves: a request's event channel lives on this server's
-// io_context, so the engine (and any finished request it has not released yet) must go first.
-class InProcessServer {
- public:
-  explicit InProcessServer(ServerConfig config = ServerConfig()) : api_(config) {
-    HttpServerOptions options;
-    options.port = 0;
-    options.io_threads = 1;
-    server_ = std::make_unique<HttpServer>(
-        options, [this](HttpExchange& ex) { return api_.handle(ex); },
-        [this](int status, const std::string& m) { return api_.error_text(status, m); });
-    server_->start();
-  }
-  ~InProcessServer() { server_->stop(); }
-  Api& api() { return api_; }
-  int port() const { return server_->port(); }
-
- private:
-  Api api_;
-  std::unique_ptr<HttpServer> server_;
-};
+using testing::InProcessServer;
 
 ServerConfig quiet_config() {
   ServerConfig c;
