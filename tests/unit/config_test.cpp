@@ -8,20 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "parse_error.h"
 #include "server/command_line.h"
 #include "util/error.h"
 
 namespace k25 {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 CommandLine parse(std::vector<std::string> args) {
   args.insert(args.begin(), "k25-server");

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "parse_error.h"
 #include "server/config.h"
 #include "server/request_log.h"
 #include "util/error.h"
@@ -13,14 +14,7 @@
 namespace k25 {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(OpsConfig, WarmupPromptsInlineAndAsShortList) {
   ServerConfig c;
