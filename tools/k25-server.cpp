@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -42,6 +44,21 @@ bool wait_until(Done done, Clock::time_point deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
+}
+
+// Names the model for the L3 tier's content tag: its canonical path, size and modification time
+// (a replaced model file gets a new tag, so its predecessor's KV on disk is never reused).
+uint64_t model_file_tag(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(path, ec);
+  uint64_t tag = std::hash<std::string>{}(ec ? path : canonical.string());
+  const auto size = fs::is_regular_file(canonical, ec) ? fs::file_size(canonical, ec) : 0;
+  const auto modified = fs::last_write_time(canonical, ec).time_since_epoch().count();
+  for (uint64_t v : {static_cast<uint64_t>(size), static_cast<uint64_t>(modified)}) {
+    tag = (tag ^ v) * 0x100000001b3ull;
+  }
+  return tag;
 }
 
 int run(const k25::ServerConfig& config) {
@@ -95,6 +112,15 @@ int run(const k25::ServerConfig& config) {
       options.batch_timeout_ms = config.batch_timeout_ms;
       options.queue_timeout_ms = config.queue_timeout_s * 1000;
       options.debug_step_delay_ms = config.debug_step_delay_ms;
+      options.prefix_cache = config.prefix_cache;
+      if (config.l3_enabled) {
+        if (config.l3_device.empty())
+          k25::fail("config: l3_enabled needs flash_scheduler.l3_device");
+        options.l3_path = config.l3_device;
+        options.l3_page_size = static_cast<uint32_t>(config.l3_page_size);
+        options.l3_capacity_bytes = static_cast<uint64_t>(config.l3_cache_size_gb * (1 << 30));
+        options.l3_content_tag = model_file_tag(config.model_path);
+      }
       engine = std::make_unique<k25::Engine>(*model, options);
       if (!config.warmup.empty()) {
         api.set_warming_up();

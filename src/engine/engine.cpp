@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <iostream>
 
 #include "model/kv_cache.h"
 #include "util/error.h"
@@ -49,6 +50,11 @@ struct Engine::Sequence {
   bool stop_string_matched = false;  // the output already ends just before a stop string
   bool has_first_token = false;
   int max_computed = 0;  // positions ever computed (what a recompute repeats)
+  // Positions [0, full_model_computed) of the KV were computed by the full model (no compute
+  // plan), so their pages may be shared through the prefix cache.
+  int full_model_computed = 0;
+  int cached_tokens = 0;              // prompt tokens reused from the prefix cache at admission
+  std::vector<uint64_t> prefix_keys;  // chained page keys of `tokens`, extended as needed
   Clock::time_point submitted;
   Clock::time_point queued_since;  // submitted, or preempted last (aging while queued)
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
@@ -112,6 +118,15 @@ Engine::Engine(Model& model, EngineOptions options)
          kv_->pool().page_bytes(), " bytes)");
   }
   stats_.kv_pages_total = kv_->pool().pages_total();
+  if (options_.prefix_cache) {
+    // The seed names the KV geometry; keys only have to agree within one pool.
+    const uint64_t seed = (static_cast<uint64_t>(c.n_layers) << 48) ^
+                          (static_cast<uint64_t>(kv_dim) << 24) ^
+                          static_cast<uint64_t>(options_.kv_page_tokens);
+    prefix_ = std::make_unique<PrefixCache>(kv_->pool(), seed);
+    kv_->set_reclaimer(prefix_.get());
+  }
+  if (!options_.l3_path.empty()) open_l3();
   int n_threads = options_.n_threads > 0 ? options_.n_threads
                                          : static_cast<int>(std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
@@ -120,6 +135,43 @@ Engine::Engine(Model& model, EngineOptions options)
 
 Engine::~Engine() {
   shutdown();
+  if (l3_) {
+    // Everything still cached goes to L3 too, so a restarted engine finds it (R-KV4).
+    // Bounded in flight: each write holds a staging copy of its page until it completes.
+    prefix_->for_each_page([this](const CachedPage& page) {
+      l3_->spill(page);
+      l3_->limit_in_flight(64);
+    });
+    l3_.reset();  // waits for the writes and saves the index, while the pool still exists
+  }
+  kv_->set_reclaimer(nullptr);
+}
+
+void Engine::open_l3() {
+  if (!prefix_) {
+    std::cerr << "warning: L3 KV tier off: it needs the prefix cache\n";
+    return;
+  }
+  const ModelConfig& c = model_.config();
+  DiskStoreOptions o;
+  o.path = options_.l3_path;
+  o.capacity_bytes = options_.l3_capacity_bytes;
+  o.page_size = options_.l3_page_size;
+  // Pages of another model or KV geometry must never be read back: the store starts empty when
+  // its index carries another tag.
+  uint64_t tag = options_.l3_content_tag;
+  for (uint64_t v : {prefix_->root_key(), static_cast<uint64_t>(c.n_vocab),
+                     static_cast<uint64_t>(c.dim), static_cast<uint64_t>(c.n_heads)}) {
+    tag = (tag ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  }
+  o.content_tag = tag;
+  try {
+    l3_ = std::make_unique<L3PrefixTier>(o, kv_->pool());
+  } catch (const std::exception& e) {
+    std::cerr << "warning: L3 KV tier off: " << e.what() << "\n";
+    return;
+  }
+  prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
 }
 
 SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
@@ -278,33 +330,137 @@ void Engine::expire_queued() {
 
 void Engine::drop_kv(Sequence& seq) {
   if (seq.kv_id < 0) return;
+  publish_prefix(seq);
   kv_->clear(seq.kv_id);
   free_kv_ids_.push_back(seq.kv_id);
   seq.kv_id = -1;
   seq.n_computed = 0;
+  seq.full_model_computed = 0;
+}
+
+int Engine::take_kv_id() {
+  if (free_kv_ids_.empty()) free_kv_ids_.push_back(next_kv_id_++);
+  const int id = free_kv_ids_.back();
+  free_kv_ids_.pop_back();
+  return id;
+}
+
+void Engine::publish_prefix(Sequence& seq) {
+  if (!prefix_) return;
+  const size_t n_pages = static_cast<size_t>(seq.full_model_computed / options_.kv_page_tokens);
+  if (n_pages == 0) return;
+  prefix_->chain_keys(seq.tokens.data(), n_pages, &seq.prefix_keys);
+  prefix_->insert(seq.prefix_keys.data(), n_pages, seq.tokens.data(), kv_->page_table(seq.kv_id),
+                  !seq.request.session_id.empty());
+}
+
+void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
+  // Only KV of the full model is shared, and the last known token is always computed (its
+  // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
+  // a sequence never writes into a page it shares.
+  if (!prefix_ || seq.plan() || seq.kv_id >= 0) return;
+  const size_t n_pages = (seq.tokens.size() - 1) / options_.kv_page_tokens;
+  if (n_pages == 0) return;
+  prefix_->chain_keys(seq.tokens.data(), n_pages, &seq.prefix_keys);
+  std::vector<PageId> pages = prefix_->lookup(seq.prefix_keys.data(), n_pages, seq.tokens.data());
+  const bool from_l3 =
+      may_read_l3 && l3_ && pages.size() < n_pages && l3_->contains(seq.prefix_keys[pages.size()]);
+  if (from_l3) pages = restore_from_l3(seq, std::move(pages), n_pages);
+  if (pages.empty()) return;
+  seq.kv_id = take_kv_id();
+  kv_->adopt(seq.kv_id, pages);
+  if (from_l3) {
+    for (PageId page : pages) kv_->pool().free(page);  // restore_from_l3's references
+  }
+  seq.n_computed = static_cast<int>(pages.size()) * options_.kv_page_tokens;
+  seq.full_model_computed = seq.n_computed;
+}
+
+std::vector<PageId> Engine::restore_from_l3(Sequence& seq, std::vector<PageId> pages,
+                                            size_t n_pages) {
+  PagePool& pool = kv_->pool();
+  for (PageId page : pages) pool.retain(page);  // not evictable while pages are found
+  const size_t in_l2 = pages.size();
+  const int page_tokens = options_.kv_page_tokens;
+  const std::vector<uint64_t>& keys = seq.prefix_keys;
+  std::vector<CachedPage> chain;  // fresh L2 pages for the chain's pages that L3 holds
+  for (size_t i = in_l2; i < n_pages && l3_->contains(keys[i]); ++i) {
+    const int shard = pool.shard_of(static_cast<int>(i) * page_tokens);
+    std::optional<PageId> page = pool.allocate(shard);
+    while (!page && prefix_->reclaim_one()) page = pool.allocate(shard);
+    if (!page) break;
+    chain.push_back({keys[i], i ? keys[i - 1] : prefix_->root_key(),
+                     seq.tokens.data() + i * page_tokens, *page});
+  }
+  std::vector<bool> kept;
+  const size_t restored = chain.empty() ? 0 : l3_->restore_chain(chain, &kept);
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (i < restored) {
+      pages.push_back(chain[i].page);
+    } else if (!kept[i]) {
+      pool.free(chain[i].page);  // the rest of the chain is recomputed
+    }
+  }
+  if (pages.size() > in_l2) {
+    prefix_->insert(keys.data(), pages.size(), seq.tokens.data(), pages,
+                    !seq.request.session_id.empty());
+  }
+  return pages;
+}
+
+int Engine::pages_shared_with_others(const Sequence& seq) const {
+  if (!prefix_ || seq.kv_id < 0) return 0;
+  const PagePool& pool = kv_->pool();
+  const int limit = seq.n_computed / options_.kv_page_tokens;  // shared pages are full ones
+  int n = 0;
+  for (PageId page : kv_->page_table(seq.kv_id)) {
+    const uint32_t sequences = pool.ref_count(page) - (prefix_->holds_page(page) ? 1 : 0);
+    if (n == limit || sequences < 2) break;
+    ++n;
+  }
+  return n;
 }
 
 void Engine::step() {
+  if (l3_) l3_->poll();
   const Clock::time_point now = Clock::now();
+  // Disk reads only for as many queued sequences as there are free batch slots: the others may
+  // wait long, and would hold (or lose and read again) their pages meanwhile.
+  int l3_reads = options_.max_batch_size;
+  for (auto& seq : seqs_) l3_reads -= seq->running && !seq->finished ? 1 : 0;
+  for (auto& seq : seqs_) {
+    if (seq->finished || seq->running) continue;
+    reuse_prefix(*seq, l3_reads-- > 0);
+  }
+  // The scheduler counts a sequence's pages as its own: dropping its KV frees them. Pages that
+  // other sequences map too are not freed by that, so each sequence is shown without its
+  // leading shared pages, as if its positions started after them (whole pages, so the
+  // scheduler's page arithmetic is unchanged); its tasks are shifted back below.
   std::vector<Sequence*> live;
   std::vector<SeqView> views;
+  std::vector<int> shift;  // positions hidden from the scheduler, by view
   for (auto& seq : seqs_) {
     if (seq->finished) continue;
+    const int shared = pages_shared_with_others(*seq);
+    const int hidden = shared * options_.kv_page_tokens;
     SeqView v;
     v.running = seq->running;
     v.priority = seq->request.priority;
     v.waited_s = ms_between(seq->running ? seq->last_served : seq->queued_since, now) / 1000.0;
-    v.n_tokens = static_cast<int>(seq->tokens.size());
-    v.n_computed = seq->n_computed;
-    v.pages_held = seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size());
+    v.n_tokens = static_cast<int>(seq->tokens.size()) - hidden;
+    v.n_computed = seq->n_computed - hidden;
+    v.pages_held =
+        seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size()) - shared;
     v.arrival = seq->id;
     v.plan_key = seq->plan() ? seq->plan()->key() : 0;
     live.push_back(seq.get());
     views.push_back(v);
+    shift.push_back(hidden);
   }
   if (live.empty()) return;
-  const StepDecision decision = scheduler_.plan(
-      views, {static_cast<long>(kv_->pool().pages_free()), options_.kv_page_tokens});
+  StepDecision decision =
+      scheduler_.plan(views, {static_cast<long>(kv_->pages_available()), options_.kv_page_tokens});
+  for (TaskDescriptor& t : decision.tasks) t.start += shift[t.seq];
 
   for (int i : decision.drop_kv) {
     ++stats_.kv_drops;
@@ -319,15 +475,20 @@ void Engine::step() {
     Sequence& seq = *live[i];
     seq.running = true;
     seq.last_served = now;
-    if (!seq.started) stats_.prompt_tokens += seq.request.prompt.size();
+    if (!seq.started) {
+      // What is computed already at the first admission came from the prefix cache.
+      seq.cached_tokens = seq.n_computed;
+      stats_.prompt_tokens += seq.request.prompt.size();
+      stats_.cached_prompt_tokens += seq.cached_tokens;
+      if (!seq.request.session_id.empty()) {
+        ++stats_.session_requests;
+        stats_.session_cached_tokens += seq.cached_tokens;
+      }
+    }
     seq.started = true;
   }
   for (Sequence* seq : live) {
-    if (seq->running && seq->kv_id < 0) {
-      if (free_kv_ids_.empty()) free_kv_ids_.push_back(next_kv_id_++);
-      seq->kv_id = free_kv_ids_.back();
-      free_kv_ids_.pop_back();
-    }
+    if (seq->running && seq->kv_id < 0) seq->kv_id = take_kv_id();
   }
 
   if (decision.tasks.empty()) {
@@ -423,6 +584,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   const Clock::time_point served = Clock::now();
   for (auto& [seq, n] : in_batch) {
     seq->last_served = served;
+    if (!plan && seq->full_model_computed == seq->n_computed) seq->full_model_computed += n;
     const int recomputed = std::min(seq->n_computed + n, seq->max_computed) - seq->n_computed;
     if (recomputed > 0) stats_.recomputed_tokens += recomputed;
     seq->n_computed += n;
@@ -504,6 +666,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.error = std::move(error);
   event.queue_timeout = seq.queue_timeout;
   event.prompt_tokens = static_cast<int>(seq.request.prompt.size());
+  event.cached_tokens = seq.cached_tokens;
   event.completion_tokens = seq.n_generated;
   event.ttft_ms = seq.ttft_ms;
   event.total_ms = ms_between(seq.submitted, Clock::now());
@@ -536,6 +699,21 @@ void Engine::publish_stats() {
   }
   stats_.kv_bytes_used = kv_->bytes_used();
   stats_.kv_pages_used = kv_->pages_used();
+  if (prefix_) {
+    stats_.prefix_cache_pages = prefix_->pages();
+    stats_.prefix_cache_idle_pages = prefix_->reclaimable();
+    stats_.prefix_cache_evictions = prefix_->stats().evicted_pages;
+  }
+  if (l3_) {
+    const L3TierStats& l3 = l3_->stats();
+    stats_.l3_spills = l3.spills;
+    stats_.l3_spill_failures = l3.spill_failures;
+    stats_.l3_restores = l3.restores;
+    stats_.l3_recomputations = l3.restore_failures;
+    stats_.l3_pages_stored = l3_->store().stats().pages_stored;
+    stats_.l3_dropped = l3.dropped;
+    stats_.l3_read_latency_p99_s = l3_->read_latency_p99_s();
+  }
   stats_.micro_task_queue_len = scheduler_.pending_micro_tasks(views);
   std::lock_guard lock(mutex_);
   n_running_shared_ = n_running;

@@ -2,7 +2,8 @@
 // requests from any thread and runs the elastic batcher (R-EB): each step the ElasticScheduler
 // picks who runs (priorities, aging, preemption, the KV budget) and emits a task descriptor
 // array; the tasks of one compute plan run as one forward call; the engine samples and reports
-// token events through each request's callback.
+// token events through each request's callback. Full KV pages of finished sequences stay in a
+// prefix cache (kv/prefix_cache.h) and new requests whose prompt starts the same way reuse them.
 #pragma once
 
 #include <chrono>
@@ -18,7 +19,9 @@
 #include "engine/engine_stats.h"
 #include "engine/request.h"
 #include "flash/adaptive_pruning.h"
+#include "kv/l3_prefix_tier.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 
 namespace k25 {
@@ -35,9 +38,20 @@ struct EngineOptions {
   // L2 KV pool budget (R-KV1). 0: enough for max_batch_size sequences of the full context.
   size_t kv_budget_bytes = 0;
   int kv_page_tokens = PagedKvCache::kDefaultPageTokens;
-  int kv_shards = 1;          // l2_cache_shards (a power of 2)
-  int batch_timeout_ms = 10;  // an idle engine waits this long for more arrivals (R-EB4)
-  int queue_timeout_ms = 0;   // a request never started after this long fails; 0 = no limit
+  int kv_shards = 1;  // l2_cache_shards (a power of 2)
+  // Keep full KV pages of finished sequences for prompts with the same prefix (R-KV4).
+  bool prefix_cache = true;
+  // L3 behind the prefix cache (a DiskStore directory or file; "" = none): pages evicted from
+  // L2, and all cached pages at shutdown, are written there and read back for later prompts,
+  // also after a restart. Needs prefix_cache. When the store cannot be opened the engine warns
+  // and runs without it (l3_active()).
+  std::string l3_path;
+  uint64_t l3_capacity_bytes = uint64_t{1} << 30;
+  uint32_t l3_page_size = 4096;
+  uint64_t l3_content_tag = 0;  // names the model (e.g. a hash of its file); KV of another is
+                                // never reused
+  int batch_timeout_ms = 10;    // an idle engine waits this long for more arrivals (R-EB4)
+  int queue_timeout_ms = 0;     // a request never started after this long fails; 0 = no limit
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
@@ -74,6 +88,8 @@ class Engine {
   const Model& model() const { return model_; }
   const EngineStats& stats() const { return stats_; }
   size_t kv_budget_bytes() const { return kv_->bytes_budget(); }
+  int kv_page_tokens() const { return options_.kv_page_tokens; }
+  bool l3_active() const { return l3_ != nullptr; }
 
  private:
   struct Sequence;
@@ -90,6 +106,19 @@ class Engine {
   void on_logits(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
   void drop_kv(Sequence& seq);
+  // Maps the cached pages of the longest matching prefix of a sequence without KV.
+  // Pages missing in L2 are read from L3 when `may_read_l3`.
+  void reuse_prefix(Sequence& seq, bool may_read_l3);
+  // Reads the chain's pages [l2_pages.size(), n_pages) that L3 holds into fresh L2 pages and
+  // adds them to the prefix cache; returns the chain's pages, L2 and restored (all pinned by an
+  // extra reference the caller drops after adopting them).
+  std::vector<PageId> restore_from_l3(Sequence& seq, std::vector<PageId> l2_pages, size_t n_pages);
+  void open_l3();
+  // Offers the sequence's full pages computed by the full model to the prefix cache.
+  void publish_prefix(Sequence& seq);
+  int take_kv_id();
+  // Leading pages of the sequence's table that another running or queued sequence also maps.
+  int pages_shared_with_others(const Sequence& seq) const;
   void release_finished();
   void publish_stats();
 
@@ -100,6 +129,8 @@ class Engine {
   AdaptivePruner pruner_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
+  std::unique_ptr<PrefixCache> prefix_;  // null when options_.prefix_cache is off; after kv_
+  std::unique_ptr<L3PrefixTier> l3_;     // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;
 
   mutable std::mutex mutex_;  // guards the fields below up to the thread

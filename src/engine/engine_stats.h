@@ -50,6 +50,21 @@ struct EngineStats {
   std::atomic<uint64_t> recomputed_tokens{0};  // positions computed again after a drop
   std::atomic<uint64_t> queue_timeouts{0};
   std::atomic<uint64_t> adaptive_updates{0};  // Level 3 plan decisions
+  // Prefix reuse (R-KV4, docs/kv-cache.md).
+  std::atomic<uint64_t> cached_prompt_tokens{0};     // prompt tokens taken from the prefix cache
+  std::atomic<uint64_t> session_requests{0};         // admitted requests carrying a session id
+  std::atomic<uint64_t> session_cached_tokens{0};    // cached_prompt_tokens of those
+  std::atomic<uint64_t> prefix_cache_pages{0};       // L2 pages the prefix cache holds
+  std::atomic<uint64_t> prefix_cache_idle_pages{0};  // of those, used by no sequence (evictable)
+  std::atomic<uint64_t> prefix_cache_evictions{0};   // idle pages given back to the pool
+  // L3 behind the prefix cache.
+  std::atomic<uint64_t> l3_spills{0};          // pages written
+  std::atomic<uint64_t> l3_spill_failures{0};  // writes that failed (no space, I/O error)
+  std::atomic<uint64_t> l3_restores{0};        // pages read back into L2
+  std::atomic<uint64_t> l3_recomputations{0};  // pages found in L3 but unusable: recomputed
+  std::atomic<uint64_t> l3_pages_stored{0};
+  std::atomic<uint64_t> l3_dropped{0};  // oldest pages erased to make room (capacity used up)
+  std::atomic<double> l3_read_latency_p99_s{0};  // submission to completion
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
   Histogram request_seconds;

@@ -36,6 +36,9 @@ struct GenerationRequest {
   std::shared_ptr<const ComputePlan> plan;
   // R-PR3 Level 3: every 32 decode tokens the engine may adapt the plan (AdaptivePruner).
   bool adaptive_pruning = false;
+  // R-KV4: the conversation this request continues ("" = none). Prefix reuse works by content
+  // either way; a session's cached pages are kept in preference to others.
+  std::string session_id;
 };
 
 struct GenerationEvent {
@@ -52,6 +55,7 @@ struct GenerationEvent {
   std::string error;           // FinishReason::Error: what went wrong
   bool queue_timeout = false;  // Error: it never started within the queue timeout (retryable)
   int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache (not computed)
   int completion_tokens = 0;
   double ttft_ms = 0;   // submit to first token
   double total_ms = 0;  // submit to finish

@@ -61,6 +61,7 @@ std::optional<PageId> PagePool::allocate(int shard) {
   } else if (next_fresh_ < pages_total_) {
     page = next_fresh_++;
     page_shard_.push_back(-1);  // grows with the pages handed out, not with the budget
+    refs_.push_back(0);
     const size_t slab = page >> slab_shift_;
     if (slab == slabs_.size()) {
       // The last slab is cut short so that slab memory never passes pages_total_ pages.
@@ -75,19 +76,29 @@ std::optional<PageId> PagePool::allocate(int shard) {
     return std::nullopt;
   }
   page_shard_[page] = static_cast<int16_t>(shard);
+  refs_[page] = 1;
   ++shard_used_[shard];
   ++pages_used_;
   return page;
 }
 
-void PagePool::free(PageId page) {
+bool PagePool::free(PageId page) {
   if (page >= next_fresh_ || page_shard_[page] < 0) {
     fail("KV page pool: freeing page ", page, ", which is not allocated");
   }
+  if (--refs_[page] > 0) return false;
   --shard_used_[page_shard_[page]];
   page_shard_[page] = -1;
   --pages_used_;
   free_list_.push_back(page);
+  return true;
+}
+
+void PagePool::retain(PageId page) {
+  if (page >= next_fresh_ || page_shard_[page] < 0) {
+    fail("KV page pool: retaining page ", page, ", which is not allocated");
+  }
+  ++refs_[page];
 }
 
 }  // namespace k25

@@ -14,6 +14,10 @@
 // and every shard holds an even share of every sequence. Per-shard counters let later tiers
 // decide which shards to keep resident or load.
 //
+// Pages are reference counted so that one page can sit in several page tables at once (prefix
+// sharing, docs/kv-cache.md "Prefix reuse and sessions"): allocate() hands out a page with one
+// reference, retain() adds one, free() drops one and returns the page to the pool at zero.
+//
 // Thread-safety: none inside. allocate()/free() must come from one thread (the engine's);
 // keys()/values() only read immutable slab pointers and may run concurrently with each other.
 #pragma once
@@ -53,8 +57,13 @@ class PagePool {
   // A free page tagged with `shard`, or nullopt when every page of the budget is in use (or the
   // shard is out of range). Reuses released pages first, most recently released first.
   std::optional<PageId> allocate(int shard);
-  // Returns a page to the pool. Throws k25::Error on an id that is not currently allocated.
-  void free(PageId page);
+  // Drops one reference; the page returns to the pool when none is left (returns true then).
+  // Throws k25::Error on an id that is not currently allocated.
+  bool free(PageId page);
+  // Adds a reference to an allocated page (throws k25::Error otherwise).
+  void retain(PageId page);
+  // References held on `page` (0: not allocated).
+  uint32_t ref_count(PageId page) const { return page < next_fresh_ ? refs_[page] : 0; }
 
   // Start of `layer`'s K (or V) block in `page`: page_tokens rows, kv_dim floats apart.
   float* keys(PageId page, int layer) const { return page_base(page) + layer * 2 * block_floats_; }
@@ -97,6 +106,7 @@ class PagePool {
   PageId next_fresh_ = 0;  // pages [next_fresh_, pages_total_) were never handed out
   std::vector<PageId> free_list_;
   std::vector<int16_t> page_shard_;  // -1 = not allocated
+  std::vector<uint32_t> refs_;       // references per page handed out so far
   std::vector<size_t> shard_used_;
   size_t pages_used_ = 0;
 };

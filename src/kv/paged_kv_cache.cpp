@@ -27,7 +27,30 @@ long PagedKvCache::pages_missing(int seq, int n_positions) const {
 
 bool PagedKvCache::can_reserve(int seq, int n_positions) const {
   const long missing = pages_missing(seq, n_positions);
-  return missing >= 0 && static_cast<size_t>(missing) <= pool_.pages_free();
+  return missing >= 0 && static_cast<size_t>(missing) <= pages_available();
+}
+
+size_t PagedKvCache::pages_available() const {
+  return pool_.pages_free() + (reclaimer_ ? reclaimer_->reclaimable() : 0);
+}
+
+void PagedKvCache::adopt(int seq, const std::vector<PageId>& pages) {
+  if (seq < 0) fail("KV cache: negative sequence id ", seq);
+  if (!page_table(seq).empty()) {
+    fail("KV cache: sequence ", seq, " adopts shared pages but already holds ",
+         page_table(seq).size());
+  }
+  if (pages.size() * static_cast<size_t>(page_tokens_) > static_cast<size_t>(max_positions_)) {
+    fail("KV cache: ", pages.size(), " adopted pages hold more than the context's ", max_positions_,
+         " positions");
+  }
+  for (PageId page : pages) {
+    if (pool_.ref_count(page) == 0)
+      fail("KV cache: adopting page ", page, ", which is not allocated");
+  }
+  for (PageId page : pages) pool_.retain(page);
+  if (static_cast<size_t>(seq) >= tables_.size()) tables_.resize(seq + 1);
+  tables_[seq] = pages;
 }
 
 void PagedKvCache::reserve(int seq, int n_positions) {
@@ -39,17 +62,20 @@ void PagedKvCache::reserve(int seq, int n_positions) {
   const long missing = pages_missing(seq, n_positions);
   if (missing == 0) return;
   // All or nothing: a failed reserve leaves the sequence and the pool as they were.
-  if (static_cast<size_t>(missing) > pool_.pages_free()) {
+  if (static_cast<size_t>(missing) > pages_available()) {
     fail("KV pool exhausted: ", pool_.pages_used(), " pages of ", pool_.pages_total(),
          " in use; sequence ", seq, " needs ", missing, " more for ", n_positions,
          " positions (budget ", pool_.budget_bytes(), " bytes, ", pool_.page_bytes(),
          " bytes per page)");
   }
   if (static_cast<size_t>(seq) >= tables_.size()) tables_.resize(seq + 1);
+  while (reclaimer_ && pool_.pages_free() < static_cast<size_t>(missing) &&
+         reclaimer_->reclaim_one()) {
+  }
   std::vector<PageId>& table = tables_[seq];
   for (long i = 0; i < missing; ++i) {
     const int first_position = static_cast<int>(table.size()) * page_tokens_;
-    // Cannot be empty: pages_free() was checked above and the pool has no other user.
+    // Cannot be empty: pages_available() was checked and the reclaimer gave its pages back.
     table.push_back(*pool_.allocate(pool_.shard_of(first_position)));
   }
 }

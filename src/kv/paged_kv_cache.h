@@ -5,7 +5,12 @@
 // k25::Error("KV pool exhausted: ...") so the caller can preempt or queue; can_reserve() asks
 // first without committing anything.
 //
-// Thread-safety: reserve() and clear() from one thread. keys()/values() only read the page
+// Pages are reference counted (PagePool): adopt() maps pages that another holder (the prefix
+// cache) keeps into a sequence's table, and clear() drops the sequence's references, so a page
+// shared with the prefix cache stays. A PageReclaimer (the prefix cache) is asked for its
+// unused pages before reserve() reports the pool exhausted, and pages_available() counts them.
+//
+// Thread-safety: reserve(), adopt() and clear() from one thread. keys()/values() only read the page
 // tables, so the attention workers may call them concurrently while no reserve()/clear() runs.
 #pragma once
 
@@ -13,6 +18,7 @@
 #include <vector>
 
 #include "kv/page_pool.h"
+#include "kv/page_reclaimer.h"
 #include "model/kv_cache.h"
 
 namespace k25 {
@@ -30,8 +36,16 @@ class PagedKvCache final : public KvCache {
   float* keys(int seq, int layer, int pos, int* n_contiguous) override;
   float* values(int seq, int layer, int pos, int* n_contiguous) override;
 
-  // Whether reserve(seq, n_positions) would succeed now.
+  // Whether reserve(seq, n_positions) would succeed now (reclaiming pages if needed).
   bool can_reserve(int seq, int n_positions) const;
+  // Makes `pages` (allocated pool pages, in position order from position 0) the page table of
+  // `seq`, adding a reference to each. `seq` must hold no page yet; throws k25::Error otherwise
+  // or when the pages hold more positions than the context.
+  void adopt(int seq, const std::vector<PageId>& pages);
+  // Pages reserve() may still take: free ones plus what the reclaimer can give back.
+  size_t pages_available() const;
+  // The holder of idle pages to reclaim from when the pool is short (null: none). Not owned.
+  void set_reclaimer(PageReclaimer* reclaimer) { reclaimer_ = reclaimer; }
   // The page ids of `seq`, in position order (empty for an unknown sequence).
   const std::vector<PageId>& page_table(int seq) const;
 
@@ -39,6 +53,7 @@ class PagedKvCache final : public KvCache {
   size_t bytes_budget() const { return pool_.budget_bytes(); }
   size_t pages_used() const { return pool_.pages_used(); }
   const PagePool& pool() const { return pool_; }
+  PagePool& pool() { return pool_; }
 
  private:
   // Pages `seq` still needs to hold n_positions, or -1 when the request is invalid.
@@ -49,6 +64,7 @@ class PagedKvCache final : public KvCache {
   int n_layers_, kv_dim_, max_positions_, page_tokens_;
   int page_shift_ = -1;  // log2(page_tokens_) when it is a power of two
   PagePool pool_;
+  PageReclaimer* reclaimer_ = nullptr;
   std::vector<std::vector<PageId>> tables_;  // by sequence id
 };
 

@@ -19,6 +19,8 @@ namespace {
 
 // How often a waiting request looks whether its client is still there.
 constexpr std::chrono::milliseconds kClientCheckInterval{100};
+// Session ids are logged with every request; a bound keeps the log lines sane.
+constexpr size_t kMaxSessionIdBytes = 256;
 
 std::optional<std::string_view> header_value(const HttpRequest& req, std::string_view name) {
   auto it = req.find(beast::string_view(name.data(), name.size()));
@@ -40,6 +42,7 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.text += finished.text;
   o.finish_reason = finished.finish_reason;
   o.prompt_tokens = finished.prompt_tokens;
+  o.cached_tokens = finished.cached_tokens;
   o.completion_tokens = finished.completion_tokens;
   o.ttft_ms = finished.ttft_ms;
   o.total_ms = finished.total_ms;
@@ -47,6 +50,7 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
 
 void log_outcome(RequestLog& log, const GenerationOutcome& o) {
   log.prompt_tokens = o.prompt_tokens;
+  log.cached_tokens = o.cached_tokens;
   log.completion_tokens = o.completion_tokens;
   log.finish_reason = finish_reason_name(o.finish_reason);
   log.ttft_ms = o.ttft_ms;
@@ -133,6 +137,17 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   request.top_logprobs = parsed.top_logprobs;
   request.ignore_eos = parsed.ignore_eos;
   request.priority = sla_priority(hints.sla);
+  // R-KV4: the x-session-id header names the session for every endpoint and wins over the body.
+  request.session_id = parsed.session_id;
+  if (auto session = header_value(req, "x-session-id"); session && !session->empty()) {
+    request.session_id = std::string(*session);
+  }
+  if (request.session_id.size() > kMaxSessionIdBytes) {
+    throw_bad_request(
+        concat("session id: ", request.session_id.size(), " bytes; at most ", kMaxSessionIdBytes),
+        flavor == ApiFlavor::Generate ? "session_id" : "user", "invalid_value");
+  }
+  log.session_id = request.session_id;
   // R-FP/R-PR: fingerprint and compute plan, before the engine sees the request.
   FingerprintInput fingerprint_input;
   fingerprint_input.prompt_text = flavor == ApiFlavor::Chat ? chat_text : parsed.prompt;

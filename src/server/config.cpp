@@ -124,6 +124,11 @@ std::vector<ConfigKey> make_keys() {
                  }
                  c.l3_page_size = static_cast<int>(n);
                }});
+  k.push_back(double_key("flash_scheduler.l3_cache_size_gb", "--l3-cache-size-gb",
+                         "disk budget of the L3 KV tier (GiB)", &C::l3_cache_size_gb, 0.001,
+                         1 << 20));
+  k.push_back(bool_key("flash_scheduler.prefix_cache", "--prefix-cache",
+                       "reuse the KV of equal prompt prefixes (sessions)", &C::prefix_cache));
   k.push_back(choice_key("flash_scheduler.l3_prefetcher", "--l3-prefetcher",
                          "disk KV prefetcher (lru-k)", &C::l3_prefetcher, {"lru-k"}));
   k.push_back(int_key("flash_scheduler.max_batch_size", "--max-batch-size", "concurrent sequences",
@@ -145,8 +150,8 @@ std::vector<ConfigKey> make_keys() {
                       "Level 1 applies below this prompt length", &C::rule_max_prompt_tokens, 0,
                       100'000'000));
   k.push_back(int_key("flash_scheduler.rule_max_response_tokens", "--rule-max-response-tokens",
-                      "Level 1 applies below this response length", &C::rule_max_response_tokens,
-                      0, 100'000'000));
+                      "Level 1 applies below this response length", &C::rule_max_response_tokens, 0,
+                      100'000'000));
   k.push_back(double_key("flash_scheduler.rule_ffn_skip_fraction", "--rule-ffn-skip-fraction",
                          "Level 1: share of the last blocks whose FFN is skipped",
                          &C::rule_ffn_skip_fraction, 0.0, 0.9));

@@ -30,6 +30,8 @@ struct ServerConfig {
   bool l3_enabled = false;
   std::string l3_device;
   int l3_page_size = 4096;
+  double l3_cache_size_gb = 4;  // disk budget of the L3 tier
+  bool prefix_cache = true;     // reuse cached KV of equal prompt prefixes (R-KV4)
   std::string l3_prefetcher = "lru-k";
   int max_batch_size = 24;
   int batch_timeout_ms = 10;
@@ -42,10 +44,10 @@ struct ServerConfig {
   int rule_max_response_tokens = 128;
   double rule_ffn_skip_fraction = 0.1;  // the note's 4 of 40 blocks, scaled with depth
   int simhash_max_distance = 10;
-  int l2_cache_size_mb = 0;  // L2 KV pool budget; 0: max_batch_size sequences of full context
-  int l2_page_tokens = 16;   // positions per KV page
-  int micro_task_tokens = 128;    // prefill micro-task (R-EB2)
-  double aging_per_second = 10;   // priority points per second without service (R-EB3)
+  int l2_cache_size_mb = 0;      // L2 KV pool budget; 0: max_batch_size sequences of full context
+  int l2_page_tokens = 16;       // positions per KV page
+  int micro_task_tokens = 128;   // prefill micro-task (R-EB2)
+  double aging_per_second = 10;  // priority points per second without service (R-EB3)
   // engine
   int threads = 0;              // 0: hardware concurrency
   int context_size = 0;         // 0: the model's context length

@@ -69,6 +69,48 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "flash_adaptive_plan_updates_total", "counter",
          "Level 3 decisions (every 32 decode tokens of an adaptively pruned request).");
   out << "flash_adaptive_plan_updates_total " << e.adaptive_updates.load() << '\n';
+  const uint64_t prompt_tokens = e.prompt_tokens.load();
+  header(out, "flash_l2_cache_hit_rate", "gauge",
+         "Prompt tokens whose KV came from the L2 prefix cache, over all prompt tokens admitted "
+         "(R-KV6; healthy above 0.85 for multi-turn sessions).");
+  out << "flash_l2_cache_hit_rate "
+      << (prompt_tokens ? static_cast<double>(e.cached_prompt_tokens.load()) / prompt_tokens : 0.0)
+      << '\n';
+  header(out, "k25_cached_prompt_tokens_total", "counter",
+         "Prompt tokens reused from the prefix cache instead of computed.");
+  out << "k25_cached_prompt_tokens_total " << e.cached_prompt_tokens.load() << '\n';
+  header(out, "k25_session_requests_total", "counter", "Requests admitted with a session id.");
+  out << "k25_session_requests_total " << e.session_requests.load() << '\n';
+  header(out, "k25_session_cached_prompt_tokens_total", "counter",
+         "Prompt tokens of session requests reused from the prefix cache.");
+  out << "k25_session_cached_prompt_tokens_total " << e.session_cached_tokens.load() << '\n';
+  header(out, "flash_prefix_cache_pages", "gauge",
+         "L2 KV pages held by the prefix cache, by state (idle ones are evictable).");
+  out << "flash_prefix_cache_pages{state=\"all\"} " << e.prefix_cache_pages.load() << '\n';
+  out << "flash_prefix_cache_pages{state=\"idle\"} " << e.prefix_cache_idle_pages.load() << '\n';
+  header(out, "flash_prefix_cache_evictions_total", "counter",
+         "Idle prefix-cache pages given back to the L2 pool when it needed room.");
+  out << "flash_prefix_cache_evictions_total " << e.prefix_cache_evictions.load() << '\n';
+  header(out, "flash_l3_spills_total", "counter",
+         "Prefix-cache pages written to the L3 disk tier (evicted from L2, or at shutdown).");
+  out << "flash_l3_spills_total " << e.l3_spills.load() << '\n';
+  header(out, "flash_l3_spill_failures_total", "counter",
+         "L3 writes that failed (full disk, I/O error); those pages are recomputed when needed.");
+  out << "flash_l3_spill_failures_total " << e.l3_spill_failures.load() << '\n';
+  header(out, "flash_l3_restores_total", "counter",
+         "Pages read back from L3 into L2 for a prompt.");
+  out << "flash_l3_restores_total " << e.l3_restores.load() << '\n';
+  header(out, "flash_l3_recomputations_total", "counter",
+         "Pages found in L3 but unusable (checksum, I/O error, timeout): recomputed (R-KV5).");
+  out << "flash_l3_recomputations_total " << e.l3_recomputations.load() << '\n';
+  header(out, "flash_l3_dropped_total", "counter",
+         "Oldest L3 pages erased to make room when its capacity was used up.");
+  out << "flash_l3_dropped_total " << e.l3_dropped.load() << '\n';
+  header(out, "flash_l3_pages", "gauge", "Pages stored in the L3 tier.");
+  out << "flash_l3_pages " << e.l3_pages_stored.load() << '\n';
+  header(out, "flash_l3_nvme_read_latency_p99", "gauge",
+         "p99 of L3 page reads, submission to completion, seconds (healthy < 150 us on NVMe).");
+  out << "flash_l3_nvme_read_latency_p99 " << e.l3_read_latency_p99_s.load() << '\n';
   header(out, "k25_queue_timeouts_total", "counter",
          "Requests that failed after waiting queue_timeout_s without starting.");
   out << "k25_queue_timeouts_total " << e.queue_timeouts.load() << '\n';

@@ -36,6 +36,8 @@ std::string RequestLog::line() const {
   if (!id.empty()) j["id"] = id;
   if (request_id) j["request_id"] = request_id;
   if (prompt_tokens >= 0) j["prompt_tokens"] = prompt_tokens;
+  if (cached_tokens >= 0) j["cached_tokens"] = cached_tokens;
+  if (!session_id.empty()) j["session_id"] = session_id;
   if (completion_tokens >= 0) j["completion_tokens"] = completion_tokens;
   if (!finish_reason.empty()) j["finish_reason"] = finish_reason;
   if (ttft_ms >= 0) j["ttft_ms"] = ttft_ms;
@@ -58,6 +60,8 @@ std::string RequestLog::text_line() const {
   if (!domain.empty()) out << " domain=" << domain;
   if (flash_level >= 0) out << " flash_level=" << flash_level;
   if (prompt_tokens >= 0) out << " prompt_tokens=" << prompt_tokens;
+  if (cached_tokens >= 0) out << " cached_tokens=" << cached_tokens;
+  if (!session_id.empty()) out << " session_id=" << std::quoted(session_id);
   if (completion_tokens >= 0) out << " completion_tokens=" << completion_tokens;
   if (!finish_reason.empty()) out << " finish_reason=" << finish_reason;
   if (ttft_ms >= 0) out << " ttft_ms=" << ttft_ms;

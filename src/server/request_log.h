@@ -16,6 +16,8 @@ struct RequestLog {
   std::string id;           // the response id ("cmpl-7"), also for requests served upstream
   uint64_t request_id = 0;  // the engine's id, when the engine took the request
   int prompt_tokens = -1;
+  int cached_tokens = -1;  // prompt tokens reused from the KV prefix cache
+  std::string session_id;  // R-KV4, "" = none
   int completion_tokens = -1;
   std::string finish_reason;
   double ttft_ms = -1;

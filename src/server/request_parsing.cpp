@@ -256,6 +256,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
       break;
     case ApiFlavor::Completions:
       out.max_tokens = get_max_tokens(body, defaults, "max_tokens");
+      out.session_id = get_string(body, "user", "");
       check_n_is_one(body, "n");
       check_n_is_one(body, "best_of");
       out.top_logprobs =
@@ -266,6 +267,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
       RequestDefaults d = defaults;
       d.max_tokens = get_max_tokens(body, defaults, "max_tokens");
       out.max_tokens = get_max_tokens(body, d, "max_completion_tokens");
+      out.session_id = get_string(body, "user", "");
       check_n_is_one(body, "n");
       const bool logprobs = get_bool(body, "logprobs", false);
       const int top =

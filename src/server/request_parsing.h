@@ -37,8 +37,9 @@ struct ParsedRequest {
   bool include_usage = false;  // stream_options.include_usage
   bool ignore_eos = false;     // "ignore_eos": true (llama.cpp's extension, for benchmarks)
   int top_logprobs = -1;       // < 0: no logprobs
-  std::string session_id;      // Generate: accepted, used by the session KV tier later
-  bool pruning_off = false;    // "pruning": "off" (R-PR5: the request runs the full model)
+  // R-KV4: /generate's "session_id", OpenAI's "user" (the server also reads x-session-id).
+  std::string session_id;
+  bool pruning_off = false;  // "pruning": "off" (R-PR5: the request runs the full model)
 };
 
 // Throws ApiException on malformed JSON (including invalid UTF-8 and nesting deeper than 64).

@@ -56,7 +56,8 @@ json chat_logprobs(const std::vector<TokenLogprobEntry>& entries) {
 json usage(const GenerationOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
-          {"total_tokens", o.prompt_tokens + o.completion_tokens}};
+          {"total_tokens", o.prompt_tokens + o.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
 json flash(const ResponseContext& ctx) {
@@ -65,7 +66,8 @@ json flash(const ResponseContext& ctx) {
     for (int l : ctx.plan->skipped_attention_layers()) {
       blocks.push_back({{"layer", l}, {"module", "attention"}});
     }
-    for (int l : ctx.plan->skipped_ffn_layers()) blocks.push_back({{"layer", l}, {"module", "ffn"}});
+    for (int l : ctx.plan->skipped_ffn_layers())
+      blocks.push_back({{"layer", l}, {"module", "ffn"}});
     for (const auto& [l, h] : ctx.plan->skipped_head_list()) {
       heads.push_back({{"layer", l}, {"head", h}});
     }
@@ -80,11 +82,13 @@ json flash(const ResponseContext& ctx) {
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
-  return {
-      {"finish_reason", finish_reason_name(o.finish_reason)},
-      {"usage", {{"prompt_tokens", o.prompt_tokens}, {"completion_tokens", o.completion_tokens}}},
-      {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-      {"flash", flash(ctx)}};
+  return {{"finish_reason", finish_reason_name(o.finish_reason)},
+          {"usage",
+           {{"prompt_tokens", o.prompt_tokens},
+            {"completion_tokens", o.completion_tokens},
+            {"cached_tokens", o.cached_tokens}}},
+          {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
+          {"flash", flash(ctx)}};
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {

@@ -43,6 +43,7 @@ struct GenerationOutcome {
   bool want_logprobs = false;
   FinishReason finish_reason = FinishReason::Stop;
   int prompt_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from the KV prefix cache
   int completion_tokens = 0;
   double ttft_ms = 0;
   double total_ms = 0;

@@ -1,0 +1,89 @@
+// The L3 tier behind the prefix cache (R-KV2, R-KV4, R-KV5): prefix-cache pages evicted from L2
+// (and every cached page at shutdown) are written to a DiskStore under their chain key, and a
+// prompt whose cached chain continues past L2 reads those pages back into fresh L2 pages. The
+// store's index persists, so a restarted engine finds the pages of earlier sessions.
+//
+// A stored page is a header (format tag, parent key, the page's token ids) followed by the L2
+// page's K/V bytes (l2_page_const_spans). restore_chain() checks the header against what the caller
+// expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it was
+// computed for. When the capacity is used up, the oldest written pages are erased to make room.
+// Every failure (missing, corrupt, I/O error, full disk, timeout) is a false
+// return or a dropped write with a counted warning: the caller recomputes those positions.
+//
+// Thread-safety: none; the engine thread calls it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "kv/disk_store.h"
+#include "kv/page_pool.h"
+#include "kv/prefix_cache.h"
+
+namespace k25 {
+
+struct L3TierStats {
+  uint64_t spills = 0;            // pages written (completed successfully)
+  uint64_t spill_failures = 0;    // writes that failed (no space, I/O error)
+  uint64_t restores = 0;          // pages read back into L2
+  uint64_t restore_failures = 0;  // pages found in L3 but not usable: recomputed instead
+  uint64_t dropped = 0;           // oldest pages erased to make room for new ones
+};
+
+class L3PrefixTier {
+ public:
+  // How long restore_chain() waits for its reads before giving the rest up (recomputed).
+  static constexpr std::chrono::milliseconds kReadTimeout{2000};
+
+  // Opens the store. Throws k25::Error or IoUringUnavailable (see DiskStore); `pool` must
+  // outlive the tier.
+  L3PrefixTier(DiskStoreOptions options, PagePool& pool);
+  ~L3PrefixTier();  // waits (bounded) for writes in flight, saves the index
+
+  // Writes `page` unless its key is stored already. The bytes are copied now; the L2 page may be
+  // freed right away.
+  void spill(const CachedPage& page);
+  bool contains(uint64_t key) const { return store_->contains(key); }
+  // Reads the pages of a chain (in order from its first missing page; each CachedPage names the
+  // key, the expected parent and tokens, and the fresh L2 page to read into) with all reads in
+  // flight at once, and returns how many leading pages were restored: stored, read back intact
+  // and holding the expected parent and tokens. The caller frees the other L2 pages, except
+  // those whose read timed out (`(*kept)[i]`): they stay with the tier until the read completes.
+  // A failed page is forgotten, counted and warned about; the caller recomputes it.
+  size_t restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept);
+  // Collects finished writes (and late reads) without blocking; call once per engine step.
+  void poll();
+  // Waits (10 s at most) until no more than `max_in_flight` requests are in flight, e.g. to
+  // bound the staging memory of many spills in a row.
+  void limit_in_flight(size_t max_in_flight);
+
+  const L3TierStats& stats() const { return stats_; }
+  const DiskStore& store() const { return *store_; }
+  // p99 of submission-to-completion read latency, seconds (0 before any read).
+  double read_latency_p99_s() const;
+
+ private:
+  size_t header_bytes() const;
+  std::vector<std::byte> header(const CachedPage& page) const;
+  // Erases the oldest pages until a new one fits the capacity.
+  void make_room();
+  void account(const L3Completion& done);
+
+  PagePool& pool_;
+  std::unique_ptr<DiskStore> store_;
+  uint64_t slots_per_page_ = 1;
+  std::deque<uint64_t> age_;              // stored keys, oldest write first (may hold erased ones)
+  std::unordered_set<uint64_t> writing_;  // keys with a write in flight
+  struct LateRead {
+    PageId page;                  // freed when the read completes
+    std::vector<std::byte> head;  // the header's destination
+  };
+  std::unordered_map<L3Ticket, LateRead> late_reads_;  // restore_chain() gave up waiting
+  L3TierStats stats_;
+};
+
+}  // namespace k25

@@ -1,0 +1,239 @@
+// The L3 tier behind the prefix cache on the real model (R-KV2, R-KV4, R-KV5): pages evicted from
+// L2 come back from disk, a restarted engine reuses the previous engine's prefixes, and a
+// damaged or missing L3 file ends in recomputation with the same greedy tokens.
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "test_paths.h"
+
+namespace k25 {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  std::vector<TokenId> tokens;
+  int cached_tokens = -1;
+};
+
+Result run(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  Result out;
+  const SubmitResult submitted = engine.submit(r, [&](const GenerationEvent& e) {
+    std::lock_guard lock(m);
+    if (e.kind == GenerationEvent::Kind::Token) out.tokens.push_back(e.token);
+    if (e.kind == GenerationEvent::Kind::Finished) {
+      out.cached_tokens = e.cached_tokens;
+      done = true;
+      cv.notify_all();
+    }
+  });
+  EXPECT_EQ(submitted.status, SubmitStatus::Accepted);
+  std::unique_lock lock(m);
+  cv.wait(lock, [&] { return done; });
+  return out;
+}
+
+class EngineL3 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!testing::shared_available()) return;
+    model_ = Model::load(testing::shared_path("models/stories260K.gguf"));
+    char pattern[] = "/tmp/k25-engine-l3-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+  EngineOptions options(size_t kv_pages = 0) const {
+    EngineOptions o;
+    o.n_threads = 2;
+    o.micro_task_tokens = 32;
+    o.l3_path = dir_;
+    o.l3_capacity_bytes = 16 << 20;
+    o.l3_content_tag = 1;
+    if (kv_pages) {
+      const ModelConfig& c = model_->config();
+      o.kv_budget_bytes = kv_pages * PagePool::page_bytes_for(
+                                         {o.kv_page_tokens, c.n_layers, c.n_kv_heads * c.head_dim});
+    }
+    return o;
+  }
+  std::vector<TokenId> encode(const std::string& text) {
+    return model_->tokenizer().encode(text, true, false);
+  }
+  // Greedy tokens from an engine without prefix cache or L3.
+  std::vector<TokenId> reference(const std::vector<TokenId>& prompt, int max_tokens) {
+    EngineOptions o;
+    o.n_threads = 2;
+    o.micro_task_tokens = 32;
+    o.prefix_cache = false;
+    Engine engine(*model_, o);
+    return run(engine, prompt, max_tokens).tokens;
+  }
+  // Full pages of `prompt` a new request may reuse.
+  static int reusable(const std::vector<TokenId>& prompt, int page_tokens) {
+    return (static_cast<int>(prompt.size()) - 1) / page_tokens * page_tokens;
+  }
+
+  std::unique_ptr<Model> model_;
+  std::string dir_;
+};
+
+#define K25_REQUIRE_L3(engine)                                                                \
+  do {                                                                                        \
+    if (!(engine).l3_active()) GTEST_SKIP() << "L3 could not be opened (io_uring?): SKIPPED"; \
+  } while (0)
+
+const char* const kStory =
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+    "park with her friends. One day, she saw a big red ball under a tree.";
+
+TEST_F(EngineL3, ARestartedEngineReusesThePrefixesOfThePreviousOne) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  const std::vector<TokenId> expected = reference(prompt, 20);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    EXPECT_EQ(run(first, prompt, 20).tokens, expected);
+  }  // the cached pages are written to L3 and the index saved
+  Engine second(*model_, options());
+  K25_REQUIRE_L3(second);
+  const Result r = run(second, prompt, 20);
+  EXPECT_EQ(r.cached_tokens, reusable(prompt, second.kv_page_tokens()));
+  EXPECT_EQ(r.tokens, expected);
+  EXPECT_EQ(second.stats().l3_restores.load(), static_cast<uint64_t>(r.cached_tokens) / 16);
+  EXPECT_EQ(second.stats().l3_recomputations.load(), 0u);
+}
+
+TEST_F(EngineL3, PagesEvictedFromL2ComeBackFromL3) {
+  K25_REQUIRE_SHARED();
+  const std::vector<std::vector<TokenId>> prompts = {
+      encode(kStory),
+      encode("The little dog ran to the park and saw a big red ball. He wanted to play with it, "
+             "so he ran very fast."),
+      encode("One day, a girl named Sue went to the beach with her mom. They played in the sand "
+             "and built a big castle.")};
+  Engine engine(*model_, options(8));  // 8 pages: each request evicts the previous one's
+  K25_REQUIRE_L3(engine);
+  for (const auto& prompt : prompts) run(engine, prompt, 24);
+  const Result again = run(engine, prompts[0], 24);
+  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
+  EXPECT_EQ(again.cached_tokens, reusable(prompts[0], engine.kv_page_tokens()));
+  EXPECT_EQ(again.tokens, reference(prompts[0], 24));
+}
+
+// Flips one byte in every 4 KiB slot of the data file: every page fails its checksum.
+void damage_every_slot(const std::string& path) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.good()) << path;
+  const auto size = fs::file_size(path);
+  for (uint64_t at = 100; at < size; at += 4096) {
+    f.seekg(static_cast<std::streamoff>(at));
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(static_cast<std::streamoff>(at));
+    c = static_cast<char>(c ^ 0x5a);
+    f.write(&c, 1);
+  }
+}
+
+TEST_F(EngineL3, ADamagedOrMissingL3FileEndsInRecomputationWithTheSameTokens) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  const std::vector<TokenId> expected = reference(prompt, 20);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    run(first, prompt, 20);
+  }
+  damage_every_slot(dir_ + "/k25-l3.data");
+  {
+    Engine damaged(*model_, options());
+    const Result r = run(damaged, prompt, 20);
+    EXPECT_EQ(r.cached_tokens, 0);
+    EXPECT_EQ(r.tokens, expected);
+    // Every page of the chain was read (in parallel) and failed its checksum.
+    EXPECT_EQ(damaged.stats().l3_recomputations.load(),
+              static_cast<uint64_t>(reusable(prompt, damaged.kv_page_tokens()) / 16));
+  }
+  // The damaged engine recomputed and saved good pages again; now the data file goes.
+  fs::remove(dir_ + "/k25-l3.data");
+  Engine missing(*model_, options());
+  K25_REQUIRE_L3(missing);
+  const Result r = run(missing, prompt, 20);
+  EXPECT_EQ(r.cached_tokens, 0);
+  EXPECT_EQ(r.tokens, expected);
+  EXPECT_EQ(missing.stats().l3_restores.load(), 0u);
+}
+
+TEST_F(EngineL3, ASessionContinuesAfterARestartLikeAnUninterruptedRun) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> turn1 = encode(kStory);
+  std::vector<TokenId> turn2;
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    const Result r = run(first, turn1, 16);
+    turn2 = turn1;
+    turn2.insert(turn2.end(), r.tokens.begin(), r.tokens.end());
+  }
+  const int computed = static_cast<int>(turn2.size()) - 1;  // turn 1's KV: all but its last token
+  const std::vector<TokenId> more = model_->tokenizer().encode(" Then she said", false, false);
+  turn2.insert(turn2.end(), more.begin(), more.end());
+  Engine second(*model_, options());
+  K25_REQUIRE_L3(second);
+  const Result r = run(second, turn2, 16);
+  EXPECT_EQ(r.cached_tokens, computed / 16 * 16);
+  EXPECT_EQ(r.tokens, reference(turn2, 16));
+}
+
+TEST_F(EngineL3, AFullDiskLosesThePagesButNotTheOutput) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  EngineOptions o = options();
+  o.l3_capacity_bytes = 8192;  // two 4 KiB slots: no page (about 20 KiB) fits
+  {
+    Engine first(*model_, o);
+    K25_REQUIRE_L3(first);
+    run(first, prompt, 8);
+  }
+  Engine second(*model_, o);
+  K25_REQUIRE_L3(second);
+  const Result r = run(second, prompt, 8);
+  EXPECT_EQ(r.cached_tokens, 0);
+  EXPECT_EQ(r.tokens, reference(prompt, 8));
+  EXPECT_EQ(second.stats().l3_pages_stored.load(), 0u);
+}
+
+TEST_F(EngineL3, AnotherContentTagNeverReadsThePages) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    run(first, prompt, 8);
+  }
+  EngineOptions o = options();
+  o.l3_content_tag = 2;  // another model
+  Engine other(*model_, o);
+  EXPECT_EQ(run(other, prompt, 8).cached_tokens, 0);
+  EXPECT_EQ(other.stats().l3_restores.load(), 0u);
+}
+
+}  // namespace
+}  // namespace k25

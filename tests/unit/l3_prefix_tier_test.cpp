@@ -1,0 +1,160 @@
+// L3PrefixTier: prefix-cache pages to disk and back (byte-exact), the header check, and the
+// oldest pages making room when the capacity is used up.
+#include "kv/l3_prefix_tier.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "kv/io_uring_file.h"
+
+namespace k25 {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr PageGeometry kGeometry{4, 2, 8};  // 4 positions, 2 layers, kv_dim 8: 512 bytes
+
+class L3PrefixTierTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/k25-l3-prefix-XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A tier whose capacity holds `pages` stored pages (one 4 KiB slot each).
+  std::unique_ptr<L3PrefixTier> open(PagePool& pool, int pages) {
+    DiskStoreOptions o;
+    o.path = dir_;
+    o.capacity_bytes = static_cast<uint64_t>(pages) * 4096;
+    try {
+      return std::make_unique<L3PrefixTier>(o, pool);
+    } catch (const IoUringUnavailable&) {
+      return nullptr;
+    }
+  }
+  // Fills every K/V float of `page` from `seed`.
+  static void fill(PagePool& pool, PageId page, float seed) {
+    for (int layer = 0; layer < kGeometry.n_layers; ++layer) {
+      for (int i = 0; i < kGeometry.page_tokens * kGeometry.kv_dim; ++i) {
+        pool.keys(page, layer)[i] = seed + static_cast<float>(i);
+        pool.values(page, layer)[i] = -seed - static_cast<float>(i);
+      }
+    }
+  }
+  static bool holds(PagePool& pool, PageId page, float seed) {
+    for (int layer = 0; layer < kGeometry.n_layers; ++layer) {
+      for (int i = 0; i < kGeometry.page_tokens * kGeometry.kv_dim; ++i) {
+        if (pool.keys(page, layer)[i] != seed + static_cast<float>(i)) return false;
+        if (pool.values(page, layer)[i] != -seed - static_cast<float>(i)) return false;
+      }
+    }
+    return true;
+  }
+
+  std::string dir_;
+};
+
+bool restore_one(L3PrefixTier& tier, const CachedPage& page) {
+  std::vector<bool> kept;
+  const bool ok = tier.restore_chain({page}, &kept) == 1;
+  EXPECT_FALSE(kept[0]);
+  return ok;
+}
+
+TEST_F(L3PrefixTierTest, SpilledPagesComeBackByteExactOnlyForTheirPrefix) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
+  auto tier = open(pool, 16);
+  if (!tier) GTEST_SKIP() << "io_uring unavailable: SKIPPED";
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  const PageId page = *pool.allocate(0);
+  fill(pool, page, 100);
+  tier->spill({11, 10, tokens.data(), page});
+  tier->spill({11, 10, tokens.data(), page});  // stored already: not written twice
+  tier->limit_in_flight(0);
+  EXPECT_EQ(tier->stats().spills, 1u);
+  fill(pool, page, 0);
+
+  EXPECT_TRUE(restore_one(*tier, {11, 10, tokens.data(), page}));
+  EXPECT_TRUE(holds(pool, page, 100));
+  // Another parent or other tokens: not used, counted, and the page is forgotten.
+  const std::vector<int32_t> other = {5, 6, 7, 9};
+  EXPECT_FALSE(restore_one(*tier, {11, 10, other.data(), page}));
+  EXPECT_EQ(tier->stats().restore_failures, 1u);
+  EXPECT_FALSE(tier->contains(11));
+  EXPECT_FALSE(restore_one(*tier, {12, 10, tokens.data(), page}));  // never stored: a miss
+  EXPECT_EQ(tier->stats().restore_failures, 1u);
+  EXPECT_EQ(tier->stats().restores, 1u);
+}
+
+TEST_F(L3PrefixTierTest, TheOldestPagesMakeRoomWhenTheCapacityIsUsedUp) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
+  auto tier = open(pool, 3);
+  if (!tier) GTEST_SKIP() << "io_uring unavailable: SKIPPED";
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const PageId page = *pool.allocate(0);
+  for (uint64_t key = 1; key <= 5; ++key) {
+    fill(pool, page, static_cast<float>(key));
+    tier->spill({key, 0, tokens.data(), page});
+    tier->limit_in_flight(0);
+  }
+  EXPECT_EQ(tier->stats().spills, 5u);
+  EXPECT_EQ(tier->stats().spill_failures, 0u);
+  EXPECT_EQ(tier->stats().dropped, 2u);
+  EXPECT_FALSE(tier->contains(1));
+  EXPECT_FALSE(tier->contains(2));
+  for (uint64_t key = 3; key <= 5; ++key) {
+    ASSERT_TRUE(restore_one(*tier, {key, 0, tokens.data(), page})) << key;
+    EXPECT_TRUE(holds(pool, page, static_cast<float>(key))) << key;
+  }
+}
+
+TEST_F(L3PrefixTierTest, PagesSurviveReopeningTheStore) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const PageId page = *pool.allocate(0);
+  {
+    auto tier = open(pool, 4);
+    if (!tier) GTEST_SKIP() << "io_uring unavailable: SKIPPED";
+    fill(pool, page, 7);
+    tier->spill({42, 0, tokens.data(), page});
+  }
+  fill(pool, page, 0);
+  auto tier = open(pool, 4);
+  ASSERT_TRUE(tier);
+  EXPECT_TRUE(restore_one(*tier, {42, 0, tokens.data(), page}));
+  EXPECT_TRUE(holds(pool, page, 7));
+}
+
+TEST_F(L3PrefixTierTest, AChainIsRestoredUpToItsFirstBadPage) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
+  auto tier = open(pool, 8);
+  if (!tier) GTEST_SKIP() << "io_uring unavailable: SKIPPED";
+  const std::vector<int32_t> tokens = {1, 2, 3, 4}, other = {9, 9, 9, 9};
+  std::vector<PageId> pages;
+  for (int i = 0; i < 4; ++i) pages.push_back(*pool.allocate(0));
+  for (uint64_t key = 1; key <= 3; ++key) {
+    fill(pool, pages[0], static_cast<float>(key));
+    tier->spill({key, key - 1, tokens.data(), pages[0]});
+  }
+  tier->limit_in_flight(0);
+  // Pages 1 and 3 as stored, page 2 expected with other tokens, key 4 never stored.
+  const std::vector<CachedPage> chain = {{1, 0, tokens.data(), pages[0]},
+                                         {2, 1, other.data(), pages[1]},
+                                         {3, 2, tokens.data(), pages[2]},
+                                         {4, 3, tokens.data(), pages[3]}};
+  std::vector<bool> kept;
+  EXPECT_EQ(tier->restore_chain(chain, &kept), 1u);
+  EXPECT_EQ(kept, std::vector<bool>(4, false));
+  EXPECT_TRUE(holds(pool, pages[0], 1));
+  EXPECT_EQ(tier->stats().restores, 1u);
+  EXPECT_EQ(tier->stats().restore_failures, 1u);
+  EXPECT_FALSE(tier->contains(2));  // the bad page is forgotten, the good one after it kept
+  EXPECT_TRUE(tier->contains(3));
+}
+
+}  // namespace
+}  // namespace k25
