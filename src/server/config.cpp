@@ -145,8 +145,8 @@ std::vector<ConfigKey> make_keys() {
                       "Level 1 applies below this prompt length", &C::rule_max_prompt_tokens, 0,
                       100'000'000));
   k.push_back(int_key("flash_scheduler.rule_max_response_tokens", "--rule-max-response-tokens",
-                      "Level 1 applies below this response length", &C::rule_max_response_tokens,
-                      0, 100'000'000));
+                      "Level 1 applies below this response length", &C::rule_max_response_tokens, 0,
+                      100'000'000));
   k.push_back(double_key("flash_scheduler.rule_ffn_skip_fraction", "--rule-ffn-skip-fraction",
                          "Level 1: share of the last blocks whose FFN is skipped",
                          &C::rule_ffn_skip_fraction, 0.0, 0.9));
@@ -176,6 +176,9 @@ std::vector<ConfigKey> make_keys() {
                       1 << 24));
   k.push_back(int_key("engine.step_token_budget", "--step-token-budget", "tokens per forward call",
                       &C::step_token_budget, 1, 1 << 20));
+  k.push_back(double_key("engine.step_position_cost", "--step-position-cost",
+                         "budget share of a token per position of context (-1: from the model)",
+                         &C::step_position_cost, -1, 1));
   k.push_back(int_key("engine.max_queue", "--max-queue", "waiting requests before 429",
                       &C::max_queue, 0, 1 << 20));
   k.push_back(int_key("engine.queue_timeout_s", "--queue-timeout-s",

@@ -42,10 +42,10 @@ struct ServerConfig {
   int rule_max_response_tokens = 128;
   double rule_ffn_skip_fraction = 0.1;  // the note's 4 of 40 blocks, scaled with depth
   int simhash_max_distance = 10;
-  int l2_cache_size_mb = 0;  // L2 KV pool budget; 0: max_batch_size sequences of full context
-  int l2_page_tokens = 16;   // positions per KV page
-  int micro_task_tokens = 128;    // prefill micro-task (R-EB2)
-  double aging_per_second = 10;   // priority points per second without service (R-EB3)
+  int l2_cache_size_mb = 0;      // L2 KV pool budget; 0: max_batch_size sequences of full context
+  int l2_page_tokens = 16;       // positions per KV page
+  int micro_task_tokens = 128;   // prefill micro-task (R-EB2)
+  double aging_per_second = 10;  // priority points per second without service (R-EB3)
   // engine
   int threads = 0;              // 0: hardware concurrency
   int context_size = 0;         // 0: the model's context length
@@ -53,6 +53,8 @@ struct ServerConfig {
   int max_queue = 256;          // waiting requests before 429
   int queue_timeout_s = 600;    // a request not started after this long fails (0: no limit)
   int debug_step_delay_ms = 0;  // testing aid: sleep before every forward call
+  // step budget a token takes per position of context; -1: estimated from the model
+  double step_position_cost = -1;
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;
