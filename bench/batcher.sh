@@ -55,19 +55,7 @@ else
   echo "peer not found in $peer: k25 only" >&2
 fi
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_ready() {  # url pid
-  for _ in $(seq 1 600); do
-    if curl -sf "$1/health" > /dev/null 2>&1; then return 0; fi
-    kill -0 "$2" 2> /dev/null || { echo "server exited" >&2; return 1; }
-    sleep 0.2
-  done
-  echo "server not ready" >&2
-  return 1
-}
+source "$(dirname "$0")/lib.sh"
 
 if [[ $skip_decode == 0 ]]; then
   echo "== batched decode: npp 128, ntg 128, $threads threads, $(basename "$model")"
