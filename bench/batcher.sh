@@ -43,19 +43,14 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-mkdir -p "$out"
-model="$out/llama-125m-$dtype.gguf"
-if [[ ! -f "$model" ]]; then
-  "$bin/k25-mkmodel" --shape llama-125m --dtype "$dtype" -o "$model"
-fi
+source "$(dirname "$0")/lib.sh"
+model=$(bench_model "$bin" "$out" "$dtype")
 have_peer=0
 if [[ -x "$peer/llama-batched-bench" && -x "$peer/llama-server" ]]; then
   have_peer=1
 else
   echo "peer not found in $peer: k25 only" >&2
 fi
-
-source "$(dirname "$0")/lib.sh"
 
 if [[ $skip_decode == 0 ]]; then
   echo "== batched decode: npp 128, ntg 128, $threads threads, $(basename "$model")"

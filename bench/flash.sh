@@ -36,9 +36,7 @@ while [[ $# -gt 0 ]]; do
 done
 source "$(dirname "$0")/lib.sh"
 
-mkdir -p "$out"
-model="$out/llama-125m-q8_0.gguf"
-[[ -f "$model" ]] || "$bin/k25-mkmodel" --shape llama-125m --dtype q8_0 -o "$model"
+model=$(bench_model "$bin" "$out" q8_0)
 text="$shared/data/stories-sample.txt"
 converted="$out/flash-125m-r$ratio"
 if [[ ! -f "$converted/model.gguf" ]]; then

@@ -13,3 +13,10 @@ wait_ready() {  # url pid
   echo "server not ready" >&2
   return 1
 }
+
+bench_model() {  # bin out dtype: prints the ~125M benchmark model's path, made when missing
+  mkdir -p "$2"
+  local model="$2/llama-125m-$3.gguf"
+  [[ -f "$model" ]] || "$1/k25-mkmodel" --shape llama-125m --dtype "$3" -o "$model" >&2
+  echo "$model"
+}

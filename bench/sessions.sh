@@ -47,9 +47,7 @@ while [[ $# -gt 0 ]]; do
 done
 source "$(dirname "$0")/lib.sh"
 
-mkdir -p "$out"
-model="$out/llama-125m-q8_0.gguf"
-[[ -f "$model" ]] || "$bin/k25-mkmodel" --shape llama-125m --dtype q8_0 -o "$model"
+model=$(bench_model "$bin" "$out" q8_0)
 have_peer=0
 [[ -x "$peer/llama-server" ]] && have_peer=1 || echo "peer not found in $peer: k25 only" >&2
 

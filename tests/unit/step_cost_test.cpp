@@ -2,18 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "model/mkmodel_shapes.h"
+
 namespace k25 {
 namespace {
 
-ModelConfig llama_125m() {
-  ModelConfig c;
-  c.dim = 768;
-  c.n_layers = 12;
-  c.n_heads = 12;
-  c.n_kv_heads = 4;
-  c.head_dim = 64;
-  c.ffn_dim = 2048;
-  return c;
+const ModelConfig& llama_125m() {
+  return find_mkmodel_shape("llama-125m").config;
 }
 
 TEST(StepCost, AttentionOverWeightWorkForTheBenchmarkShape) {
