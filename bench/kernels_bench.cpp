@@ -181,26 +181,37 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// One KV head of TinyLlama (head size 64) with its 8 query heads at one position that sees
-// range(0) cached positions: the work of one (token, KV head) task of prefill or decode.
+// One KV head with range(1) queries at range(0) cached positions: range(1) = 8 is one token of
+// TinyLlama (8 query heads per KV head), 48 a prefill task of 16 tokens of the 125M shape (3 query
+// heads per KV head). Head size 64; the counter is attention arithmetic (2 multiply-adds per
+// position and dimension: scores and weighted values).
 void BM_AttendQueries(benchmark::State& state) {
   const int n_pos = static_cast<int>(state.range(0));
-  constexpr int kHeadDim = 64, kGroup = 8, kKvStride = 256;
+  const int n_queries = static_cast<int>(state.range(1));
+  constexpr int kHeadDim = 64, kKvStride = 256;
   std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
-  std::vector<float> q(kGroup * kHeadDim, 0.1f), out(kGroup * kHeadDim);
+  std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
   std::vector<AttentionQuery> queries;
-  for (int i = 0; i < kGroup; ++i) {
+  for (int i = 0; i < n_queries; ++i) {
     queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
   }
   const KvSpan span{kv.data(), kv.data() + kHeadDim, n_pos};
   std::vector<float> scratch;
   for (auto _ : state) {
-    attend_queries(queries.data(), kGroup, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
+    attend_queries(queries.data(), n_queries, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * kGroup * n_pos);
+  state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
+  state.counters["FLOP/s"] = benchmark::Counter(
+      4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttendQueries)->Arg(64)->Arg(512)->Arg(2048);
+BENCHMARK(BM_AttendQueries)
+    ->Args({64, 8})
+    ->Args({512, 8})
+    ->Args({2048, 8})
+    ->Args({2048, 3})
+    ->Args({2048, 48});
 
 void BM_Rmsnorm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

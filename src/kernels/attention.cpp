@@ -1,6 +1,6 @@
 // Attention for the queries that share one KV head, GEMM-like: scores for 4 queries x 4 keys are
-// accumulated in registers (each key and query chunk loaded once for 4 products), softmax runs
-// per query, then the values are summed with the outputs of 4 queries in registers. Keys and
+// accumulated in registers (each key and query chunk loaded once for 4 products), exponentials
+// run per query, then the values are summed with the outputs of 4 queries in registers. Keys and
 // values are visited in tiles of up to 64 positions and every 4-query block uses a tile while it
 // is in L1, so a prefill task of many queries reads the cached rows from memory once, not once
 // per block. Needs AVX-512 and a head size that is a multiple of 64; otherwise each query runs
@@ -25,7 +25,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
     const float* keys = spans[s].keys;
     for (; p < stop; ++p, keys += kv_stride) scores[p] = dot_f32(query.q, keys, head_dim) * scale;
   }
-  softmax(scores, query.n_pos);
+  const float inv_sum = 1.0f / exp_minus_max(scores, query.n_pos);
   std::fill(query.out, query.out + head_dim, 0.0f);
   p = 0;
   for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
@@ -33,6 +33,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
     const float* values = spans[s].values;
     for (; p < stop; ++p, values += kv_stride) axpy(query.out, scores[p], values, head_dim);
   }
+  for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
 }
 
 #if defined(__AVX512F__)
@@ -134,7 +135,8 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, Fn&& tile) {
   }
 }
 
-// Every query, tile by tile: scores (causal per block), softmax per query, then the values.
+// Every query, tile by tile: scores (causal per block), exp per query, then the values, divided
+// by the exp sum at the end.
 // Each score and each output element is computed by the same operations in the same order
 // whatever the other queries of the call are, so results do not depend on how a batch groups
 // its queries.
@@ -170,11 +172,13 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                     }
                   }
                 });
+  std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
   for (int i = 0; i < n_blocks * kQueries; ++i) {
     const int b = i / kQueries;
     float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
-    softmax(row, n_pos);
+    const float sum = exp_minus_max(row, n_pos);
+    if (i < nq) inv_sum[i] = 1.0f / sum;
     std::fill(row + n_pos, row + limit[b], 0.0f);
   }
   for_each_tile(spans, n_spans, n,
@@ -189,6 +193,13 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                     }
                   }
                 });
+  for (int i = 0; i < nq; ++i) {
+    const __m512 scale_out = _mm512_set1_ps(inv_sum[i]);
+    for (int c = 0; c < head_dim; c += 16) {
+      _mm512_storeu_ps(queries[i].out + c,
+                       _mm512_mul_ps(_mm512_loadu_ps(queries[i].out + c), scale_out));
+    }
+  }
 }
 #endif  // __AVX512F__
 
