@@ -3,8 +3,9 @@
 #   1. Levels 1 and 2: `k25-planbench` times the full model, the Level 1 rule's plan and each
 #      calibrated domain's Level 2 plan (gates from k25-convert) in one run, alternating, and
 #      prints the compute each plan skips next to the speedup it gives;
-#   2. Level 3: two servers with the Level 1 rule on, adaptive pruning on (A) and off (B). The
-#      same short requests go to A and B in turns (k25-bench, A B A B), and k25-verify compares
+#   2. Level 3: two servers with the Level 1 rule on, adaptive pruning on (A) and off (B). Speed:
+#      the same short requests go to A and B in turns (k25-bench, A B A B) on the 125M shape.
+#      Outputs (on the trained stories260K, where the KV reacts to the text): k25-verify compares
 #      B with itself (repeated runs must be identical) and A with B (what Level 3 changes).
 # Run it on an idle machine; results go to --out.
 set -euo pipefail
@@ -55,18 +56,26 @@ for shape in "256 64" "1024 64"; do
     | tee "$out/flash-planbench-$1.md"
 done
 
-echo "== Level 3 on (A) vs off (B): Level 1 rule on, short requests, 1 thread per server"
-port_a=$(free_port)
-"$bin/k25-server" --model "$model" --threads 1 --port "$port_a" --rule-pruning on \
-  --log-requests false > "$out/flash-a.log" 2>&1 &
-pid_a=$!
-port_b=$(free_port)
-"$bin/k25-server" --model "$model" --threads 1 --port "$port_b" --rule-pruning on \
-  --disable-adaptive-pruning --log-requests false > "$out/flash-b.log" 2>&1 &
-pid_b=$!
-trap 'kill $pid_a $pid_b 2> /dev/null || true' EXIT
-wait_ready "http://127.0.0.1:$port_a" "$pid_a"
-wait_ready "http://127.0.0.1:$port_b" "$pid_b"
+level3_servers() {  # model: starts A (Level 1 rule + Level 3) and B (rule only), 1 thread each
+  port_a=$(free_port)
+  "$bin/k25-server" --model "$1" --threads 1 --port "$port_a" --rule-pruning on \
+    --log-requests false > "$out/flash-a.log" 2>&1 &
+  pid_a=$!
+  port_b=$(free_port)
+  "$bin/k25-server" --model "$1" --threads 1 --port "$port_b" --rule-pruning on \
+    --disable-adaptive-pruning --log-requests false > "$out/flash-b.log" 2>&1 &
+  pid_b=$!
+  trap 'kill $pid_a $pid_b 2> /dev/null || true' EXIT
+  wait_ready "http://127.0.0.1:$port_a" "$pid_a"
+  wait_ready "http://127.0.0.1:$port_b" "$pid_b"
+}
+stop_level3_servers() {
+  kill "$pid_a" "$pid_b"; wait "$pid_a" "$pid_b" 2> /dev/null || true
+  trap - EXIT
+}
+
+echo "== Level 3 on (A) vs off (B), speed: 125M shape, Level 1 rule on, short requests, A B A B"
+level3_servers "$model"
 for round in 1 2; do
   for side in a b; do
     port_var="port_$side"
@@ -81,9 +90,17 @@ for side in a b; do
   curl -s "http://127.0.0.1:${!port_var}/metrics" | grep -E '^flash_adaptive_plan_updates_total' \
     | sed "s/^/$side: /" || true
 done
-echo "-- k25-verify B vs B (repeated runs without Level 3 must be identical)"
-"$bin/k25-verify" --a "http://127.0.0.1:$port_b" --b "http://127.0.0.1:$port_b" --max-tokens 64 \
-  --report "$out/flash-verify-bb.json" | tail -3 || true
-echo "-- k25-verify B vs A (what Level 3 changes)"
-"$bin/k25-verify" --a "http://127.0.0.1:$port_b" --b "http://127.0.0.1:$port_a" --max-tokens 64 \
-  --report "$out/flash-verify-ba.json" | tail -3 || true
+stop_level3_servers
+
+# Level 3 reacts to how the KV changes, which a random-weight model does not show: the outputs
+# are compared on the trained stories260K model (120 tokens: Level 3 decides at 32, 64 and 96).
+echo "== Level 3 on (A) vs off (B), outputs: stories260K, 120 tokens, k25-verify"
+level3_servers "$shared/models/stories260K.gguf"
+echo "-- B vs B (repeated runs without Level 3 must be identical)"
+"$bin/k25-verify" --a "http://127.0.0.1:$port_b" --b "http://127.0.0.1:$port_b" \
+  --max-tokens 120 --report "$out/flash-verify-bb.json" || true
+echo "-- B vs A (what Level 3 changes)"
+"$bin/k25-verify" --a "http://127.0.0.1:$port_b" --b "http://127.0.0.1:$port_a" \
+  --max-tokens 120 --report "$out/flash-verify-ba.json" || true
+curl -s "http://127.0.0.1:$port_a/metrics" | grep -E '^flash_adaptive_plan_updates_total' || true
+stop_level3_servers
