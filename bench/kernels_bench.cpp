@@ -213,6 +213,36 @@ BENCHMARK(BM_AttendQueries)
     ->Args({2048, 3})
     ->Args({2048, 48});
 
+// Decode attention (3 queries of one token, the 125M shape's GQA group) over 2048 cached
+// positions split into spans of range(0) positions: 16 is the L2 pool's page, 2048 one contiguous
+// buffer. What an L1 ring (the recent positions copied contiguously) could save at most.
+void BM_AttendSpans(benchmark::State& state) {
+  const int span_len = static_cast<int>(state.range(0));
+  constexpr int kPos = 2048, kQueries = 3, kHeadDim = 64, kKvStride = 256;
+  // Each span in its own block, apart from the next by 1 KiB more than its rows (a power-of-two
+  // distance would put every span's rows in the same cache sets and measure that instead).
+  const int n_spans = kPos / span_len;
+  const size_t block = size_t{1} * (span_len + 1) * kKvStride;
+  std::vector<float> kv(n_spans * block, 0.01f);
+  std::vector<KvSpan> spans;
+  for (int s = 0; s < n_spans; ++s) {
+    spans.push_back({kv.data() + s * block, kv.data() + s * block + kHeadDim, span_len});
+  }
+  std::vector<float> q(kQueries * kHeadDim, 0.1f), out(q.size());
+  std::vector<AttentionQuery> queries;
+  for (int i = 0; i < kQueries; ++i) {
+    queries.push_back({q.data() + i * kHeadDim, kPos, out.data() + i * kHeadDim});
+  }
+  std::vector<float> scratch;
+  for (auto _ : state) {
+    attend_queries(queries.data(), kQueries, spans.data(), n_spans, kKvStride, kHeadDim, 0.125f,
+                   scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kQueries * kPos);
+}
+BENCHMARK(BM_AttendSpans)->Arg(16)->Arg(128)->Arg(2048);
+
 void BM_Rmsnorm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
   std::vector<float> x(n, 0.5f), w(n, 1.0f), out(n);
