@@ -2,7 +2,9 @@
 # Issue 4 benchmarks, k25 side by side with llama.cpp on the same model file and thread count:
 #   1. batched decode: `k25-run batched-bench` against `llama-batched-bench` (tok/s at batch
 #      1, 4, 8, 16, 24);
-#   2. serving: `k25-bench --workload bimodal` against k25-server and then llama-server.
+#   2. long prefill (3072 tokens, one sequence): `k25-run batched-bench` against
+#      `llama-batched-bench`;
+#   3. serving: `k25-bench --workload bimodal` against k25-server and then llama-server.
 # Prints both tables and writes the raw JSON into --out. Run it on an idle machine.
 set -euo pipefail
 
@@ -61,6 +63,20 @@ if [[ $skip_decode == 0 ]]; then
     echo "-- llama.cpp"
     "$peer/llama-batched-bench" -m "$model" -t "$threads" -c 8192 -b 2048 -ub 512 \
       -npp 128 -ntg 128 -npl 1,4,8,16,24 2> /dev/null | grep '^|' | tee "$out/peer-batched.txt"
+  fi
+fi
+
+if [[ $skip_decode == 0 ]]; then
+  # The bimodal workload's long prompts are ~3100 tokens: their prefill, alone, is the floor of a
+  # long prompt's TTFT (k25 runs it in 128-token micro-tasks, as the server does).
+  echo "== long prefill: npp 3072, one sequence, $threads threads"
+  echo "-- k25"
+  "$bin/k25-run" batched-bench -m "$model" -t "$threads" --npp 3072 --ntg 1 --npl 1 \
+    --ubatch 128 | tee "$out/k25-long-prefill.txt"
+  if [[ $have_peer == 1 ]]; then
+    echo "-- llama.cpp"
+    "$peer/llama-batched-bench" -m "$model" -t "$threads" -c 4096 -b 2048 -ub 512 \
+      -npp 3072 -ntg 1 -npl 1 2> /dev/null | grep '^|' | tee "$out/peer-long-prefill.txt"
   fi
 fi
 
