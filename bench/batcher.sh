@@ -2,7 +2,9 @@
 # Issue 4 benchmarks, k25 side by side with llama.cpp on the same model file and thread count:
 #   1. batched decode: `k25-run batched-bench` against `llama-batched-bench` (tok/s at batch
 #      1, 4, 8, 16, 24);
-#   2. serving: `k25-bench --workload bimodal` against k25-server and then llama-server.
+#   2. long prefill (3072 tokens, one sequence): `k25-run batched-bench` against
+#      `llama-batched-bench`;
+#   3. serving: `k25-bench --workload bimodal` against k25-server and then llama-server.
 # Prints both tables and writes the raw JSON into --out. Run it on an idle machine.
 set -euo pipefail
 
@@ -43,31 +45,14 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
-mkdir -p "$out"
-model="$out/llama-125m-$dtype.gguf"
-if [[ ! -f "$model" ]]; then
-  "$bin/k25-mkmodel" --shape llama-125m --dtype "$dtype" -o "$model"
-fi
+source "$(dirname "$0")/lib.sh"
+model=$(bench_model "$bin" "$out" "$dtype")
 have_peer=0
 if [[ -x "$peer/llama-batched-bench" && -x "$peer/llama-server" ]]; then
   have_peer=1
 else
   echo "peer not found in $peer: k25 only" >&2
 fi
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-wait_ready() {  # url pid
-  for _ in $(seq 1 600); do
-    if curl -sf "$1/health" > /dev/null 2>&1; then return 0; fi
-    kill -0 "$2" 2> /dev/null || { echo "server exited" >&2; return 1; }
-    sleep 0.2
-  done
-  echo "server not ready" >&2
-  return 1
-}
 
 if [[ $skip_decode == 0 ]]; then
   echo "== batched decode: npp 128, ntg 128, $threads threads, $(basename "$model")"
@@ -78,6 +63,20 @@ if [[ $skip_decode == 0 ]]; then
     echo "-- llama.cpp"
     "$peer/llama-batched-bench" -m "$model" -t "$threads" -c 8192 -b 2048 -ub 512 \
       -npp 128 -ntg 128 -npl 1,4,8,16,24 2> /dev/null | grep '^|' | tee "$out/peer-batched.txt"
+  fi
+fi
+
+if [[ $skip_decode == 0 ]]; then
+  # The bimodal workload's long prompts are ~3100 tokens: their prefill, alone, is the floor of a
+  # long prompt's TTFT (k25 runs it in 128-token micro-tasks, as the server does).
+  echo "== long prefill: npp 3072, one sequence, $threads threads"
+  echo "-- k25"
+  "$bin/k25-run" batched-bench -m "$model" -t "$threads" --npp 3072 --ntg 1 --npl 1 \
+    --ubatch 128 | tee "$out/k25-long-prefill.txt"
+  if [[ $have_peer == 1 ]]; then
+    echo "-- llama.cpp"
+    "$peer/llama-batched-bench" -m "$model" -t "$threads" -c 4096 -b 2048 -ub 512 \
+      -npp 3072 -ntg 1 -npl 1 2> /dev/null | grep '^|' | tee "$out/peer-long-prefill.txt"
   fi
 fi
 

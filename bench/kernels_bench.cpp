@@ -181,26 +181,67 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// One KV head of TinyLlama (head size 64) with its 8 query heads at one position that sees
-// range(0) cached positions: the work of one (token, KV head) task of prefill or decode.
+// One KV head with range(1) queries at range(0) cached positions: range(1) = 8 is one token of
+// TinyLlama (8 query heads per KV head), 48 a prefill task of 16 tokens of the 125M shape (3 query
+// heads per KV head). Head size 64; the counter is attention arithmetic (2 multiply-adds per
+// position and dimension: scores and weighted values).
 void BM_AttendQueries(benchmark::State& state) {
   const int n_pos = static_cast<int>(state.range(0));
-  constexpr int kHeadDim = 64, kGroup = 8, kKvStride = 256;
+  const int n_queries = static_cast<int>(state.range(1));
+  constexpr int kHeadDim = 64, kKvStride = 256;
   std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
-  std::vector<float> q(kGroup * kHeadDim, 0.1f), out(kGroup * kHeadDim);
+  std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
   std::vector<AttentionQuery> queries;
-  for (int i = 0; i < kGroup; ++i) {
+  for (int i = 0; i < n_queries; ++i) {
     queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
   }
   const KvSpan span{kv.data(), kv.data() + kHeadDim, n_pos};
   std::vector<float> scratch;
   for (auto _ : state) {
-    attend_queries(queries.data(), kGroup, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
+    attend_queries(queries.data(), n_queries, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * kGroup * n_pos);
+  state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
+  state.counters["FLOP/s"] = benchmark::Counter(
+      4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttendQueries)->Arg(64)->Arg(512)->Arg(2048);
+BENCHMARK(BM_AttendQueries)
+    ->Args({64, 8})
+    ->Args({512, 8})
+    ->Args({2048, 8})
+    ->Args({2048, 3})
+    ->Args({2048, 48});
+
+// Decode attention (3 queries of one token, the 125M shape's GQA group) over 2048 cached
+// positions split into spans of range(0) positions: 16 is the L2 pool's page, 2048 one contiguous
+// buffer. What an L1 ring (the recent positions copied contiguously) could save at most.
+void BM_AttendSpans(benchmark::State& state) {
+  const int span_len = static_cast<int>(state.range(0));
+  constexpr int kPos = 2048, kQueries = 3, kHeadDim = 64, kKvStride = 256;
+  // Each span in its own block, apart from the next by 1 KiB more than its rows (a power-of-two
+  // distance would put every span's rows in the same cache sets and measure that instead).
+  const int n_spans = kPos / span_len;
+  const size_t block = size_t{1} * (span_len + 1) * kKvStride;
+  std::vector<float> kv(n_spans * block, 0.01f);
+  std::vector<KvSpan> spans;
+  for (int s = 0; s < n_spans; ++s) {
+    spans.push_back({kv.data() + s * block, kv.data() + s * block + kHeadDim, span_len});
+  }
+  std::vector<float> q(kQueries * kHeadDim, 0.1f), out(q.size());
+  std::vector<AttentionQuery> queries;
+  for (int i = 0; i < kQueries; ++i) {
+    queries.push_back({q.data() + i * kHeadDim, kPos, out.data() + i * kHeadDim});
+  }
+  std::vector<float> scratch;
+  for (auto _ : state) {
+    attend_queries(queries.data(), kQueries, spans.data(), n_spans, kKvStride, kHeadDim, 0.125f,
+                   scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kQueries * kPos);
+}
+BENCHMARK(BM_AttendSpans)->Arg(16)->Arg(128)->Arg(2048);
 
 void BM_Rmsnorm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));

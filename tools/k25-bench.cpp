@@ -62,6 +62,7 @@ json options_json(const Args& a, const WorkloadOptions& w) {
             {"temperature", a.run.temperature},
             {"ignore_eos", a.run.ignore_eos},
             {"seed", a.run.seed},
+            {"think_time_s", a.run.think_time_s},
             {"timeout_s", a.run.timeout_s},
             {"retry_429", a.run.retry_429},
             {"cancel_at_deadline", a.run.cancel_at_deadline},
@@ -210,6 +211,11 @@ int main(int argc, char** argv) {
                  "sessions workload: history before the first turn (±25%, times --scale)")
       ->capture_default_str();
   app.add_option("--turn-tokens", a.turn_tokens, "sessions workload: tokens of each user line")
+      ->capture_default_str();
+  app.add_option("--think-time-s", a.run.think_time_s,
+                 "sessions workload: pause before each follow-up turn, slot given to another "
+                 "session meanwhile (0: a session keeps its slot)")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--json", a.json_out, "write the JSON report here");
   app.add_option("--plot", a.plot_out, "write an SVG plot here");

@@ -15,7 +15,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, ThreadPool& pool,
-                                     int max_batch_tokens) {
+                                     int max_batch_tokens, const ComputePlan* plan) {
   const ModelConfig& config = model.config();
   const int n_positions = c.n_prompt + c.n_generate;
   if (c.n_prompt < 1 || c.n_generate < 1 || c.n_parallel < 1 || max_batch_tokens < 1) {
@@ -47,7 +47,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
       batch.push_back({token_at(seq, pos), pos, seq, pos + 1 == c.n_prompt});
       if (static_cast<int>(batch.size()) == max_batch_tokens ||
           (seq + 1 == c.n_parallel && pos + 1 == c.n_prompt)) {
-        model.forward(batch, kv, logits.data(), pool);
+        model.forward(batch, kv, logits.data(), pool, plan);
         batch.clear();
       }
     }
@@ -60,7 +60,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
     const int pos = c.n_prompt + step;
     for (int seq = 0; seq < c.n_parallel; ++seq)
       batch.push_back({token_at(seq, pos), pos, seq, true});
-    model.forward(batch, kv, logits.data(), pool);
+    model.forward(batch, kv, logits.data(), pool, plan);
   }
   result.decode_s = seconds_since(decode_start);
   return result;

@@ -25,8 +25,10 @@ struct BatchedBenchResult {
   double decode_tokens_per_s() const { return c.n_parallel * double(c.n_generate) / decode_s; }
 };
 
-// Throws k25::Error when a sequence would not fit the model's context.
+// Throws k25::Error when a sequence would not fit the model's context. Every forward call runs
+// under `plan` (null: the whole model).
 BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, ThreadPool& pool,
-                                     int max_batch_tokens = 2048);
+                                     int max_batch_tokens = 2048,
+                                     const ComputePlan* plan = nullptr);
 
 }  // namespace k25

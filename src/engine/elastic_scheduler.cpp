@@ -13,6 +13,7 @@ ElasticScheduler::ElasticScheduler(SchedulerOptions options) : options_(options)
   if (options_.micro_task_tokens < 1) fail("scheduler: micro_task_tokens must be >= 1");
   if (options_.aging_per_second < 0) fail("scheduler: aging_per_second must be >= 0");
   if (options_.priority_band <= 0) fail("scheduler: priority_band must be > 0");
+  if (!(options_.position_cost >= 0)) fail("scheduler: position_cost must be >= 0");
 }
 
 int ElasticScheduler::pending_micro_tasks(const std::vector<SeqView>& seqs) const {
@@ -222,9 +223,32 @@ class Planner {
     return length;
   }
 
+  // Budget cost of `length` tokens from position `start` (see SchedulerOptions::position_cost).
+  double cost(int start, int length) const {
+    const double positions = double{1.0} * length * start + double{1.0} * length * (length - 1) / 2;
+    return length + opt_.position_cost * positions;
+  }
+
+  // The most tokens from `start` (at most `left`) whose cost fits in `allowance`.
+  int tokens_within(int start, int left, double allowance) const {
+    int lo = 0, hi = left;
+    while (lo < hi) {
+      const int mid = lo + (hi - lo + 1) / 2;
+      if (cost(start, mid) <= allowance) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return lo;
+  }
+
   void plan_decode_tokens() {
     for (int i : running_by_rank()) {
-      if (running_[i] && pending(i) == 1) budget_ -= add_tokens(i, 1);
+      if (running_[i] && pending(i) == 1) {
+        const int start = computed_[i];
+        budget_ -= cost(start, add_tokens(i, 1));
+      }
     }
   }
 
@@ -253,11 +277,10 @@ class Planner {
     const int left = seqs_[i].n_tokens - start;
     if (left <= 0 || !running_[i]) return true;
     // The first prefill of a step always gets at least one token, so prefill never starves.
-    const int allowance = any_ ? budget_ : std::max(budget_, 1);
-    const int n = std::min(left, allowance);
+    const int n = std::max(tokens_within(start, left, budget_), any_ ? 0 : 1);
     if (n <= 0) return false;
     const int added = add_tokens(i, n);
-    budget_ -= added;
+    budget_ -= cost(start, added);
     any_ = any_ || added > 0;
     return true;
   }
@@ -280,7 +303,7 @@ class Planner {
   const std::vector<SeqView>& seqs_;
   int page_tokens_;
   long free_;
-  int budget_ = opt_.step_token_budget;
+  double budget_ = opt_.step_token_budget;
   int n_running_ = 0;
   std::vector<double> eff_;
   std::vector<bool> running_;

@@ -9,7 +9,7 @@
 //    unless memory is needed; memory shortages drop the KV of lower-priority sequences (they
 //    recompute it later) before anyone of higher priority waits;
 //  - the step: one decode token of every running sequence, then prefill micro-tasks in rank
-//    order under the step's token budget, emitted as a
+//    order under the step's token budget (weighted by position, see position_cost), emitted as a
 //    task descriptor array grouped by compute plan (R-EB1, R-EB3).
 #pragma once
 
@@ -19,8 +19,13 @@
 namespace k25 {
 
 struct SchedulerOptions {
-  int max_batch_size = 24;         // sequences holding a batch slot (R-EB4)
-  int step_token_budget = 512;     // tokens per engine step (R-EB2)
+  int max_batch_size = 24;      // sequences holding a batch slot (R-EB4)
+  int step_token_budget = 512;  // tokens per engine step (R-EB2), in token costs below
+  // A token at position p costs 1 + position_cost * p of the step budget: attention grows with
+  // the context, so a step of long-context tokens is given fewer of them and every step takes
+  // about as long (inter-token latency and a waiting short prompt's first token stay bounded
+  // while long prompts prefill). 0 counts tokens only.
+  double position_cost = 0;
   int micro_task_tokens = 128;     // prefill chunk (R-EB2); see docs/engine.md for the choice
   double aging_per_second = 10.0;  // priority points gained per second without service (R-EB3)
   double priority_band = 10.0;     // effective priorities this close count as equal

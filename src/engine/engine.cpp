@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "engine/step_cost.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 
@@ -81,10 +82,11 @@ int resolve_context(const Model& model, const EngineOptions& o) {
   return o.context_size <= 0 ? model_context : std::min(o.context_size, model_context);
 }
 
-SchedulerOptions scheduler_options(const EngineOptions& o) {
+SchedulerOptions scheduler_options(const EngineOptions& o, const ModelConfig& config) {
   SchedulerOptions s;
   s.max_batch_size = o.max_batch_size;
   s.step_token_budget = o.step_token_budget;
+  s.position_cost = o.position_cost < 0 ? estimated_position_cost(config) : o.position_cost;
   s.micro_task_tokens = o.micro_task_tokens;
   s.aging_per_second = o.aging_per_second;
   s.preempt_min_priority = o.preempt_min_priority;
@@ -96,7 +98,7 @@ Engine::Engine(Model& model, EngineOptions options)
     : model_(model),
       options_(options),
       context_size_(resolve_context(model, options)),
-      scheduler_(scheduler_options(options)),
+      scheduler_(scheduler_options(options, model.config())),
       pruner_(model.config(), AdaptiveOptions{}) {
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");

@@ -55,6 +55,9 @@ struct EngineOptions {
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
+  // Budget share of a token's position (SchedulerOptions::position_cost); < 0: estimated from
+  // the model's shape (engine/step_cost.h), 0: plain token counts.
+  double position_cost = -1;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };

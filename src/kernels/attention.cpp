@@ -1,8 +1,10 @@
-// Attention for a block of queries on one KV head, GEMM-like: scores for 4 queries x 4 keys are
-// accumulated in registers (each key and query chunk loaded once for 4 products), softmax runs
-// per query, then the values are summed with the outputs of 4 queries in registers, so each
-// cached row is read once per 4 queries instead of once per query. Needs AVX-512 and a head size
-// that is a multiple of 64; otherwise each query runs dot_f32 / softmax / axpy on its own.
+// Attention for the queries that share one KV head, GEMM-like: scores for 4 queries x 4 keys are
+// accumulated in registers (each key and query chunk loaded once for 4 products), exponentials
+// run per query, then the values are summed with the outputs of 4 queries in registers. Keys and
+// values are visited in tiles of up to 64 positions and every 4-query block uses a tile while it
+// is in L1, so a prefill task of many queries reads the cached rows from memory once, not once
+// per block. Needs AVX-512 and a head size that is a multiple of 64; otherwise each query runs
+// dot_f32 / softmax / axpy on its own.
 #include "kernels/attention.h"
 
 #include <immintrin.h>
@@ -23,7 +25,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
     const float* keys = spans[s].keys;
     for (; p < stop; ++p, keys += kv_stride) scores[p] = dot_f32(query.q, keys, head_dim) * scale;
   }
-  softmax(scores, query.n_pos);
+  const float inv_sum = 1.0f / exp_minus_max(scores, query.n_pos);
   std::fill(query.out, query.out + head_dim, 0.0f);
   p = 0;
   for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
@@ -31,6 +33,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
     const float* values = spans[s].values;
     for (; p < stop; ++p, values += kv_stride) axpy(query.out, scores[p], values, head_dim);
   }
+  for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
 }
 
 #if defined(__AVX512F__)
@@ -45,80 +48,72 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 constexpr int kQueries = 4;
 constexpr int kKeys = 4;
 
-// The two 256-bit halves of v added.
-inline __m256 upper_plus_lower(__m512 v) {
-  return _mm256_add_ps(_mm512_castps512_ps256(v),
-                       _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xee)));
-}
-
-inline float hsum(__m512 v) {
-  const __m256 y = upper_plus_lower(v);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
-// Dots of 4 queries (q[i]) with 4 keys at k, k + stride, ...: scores[i * s_stride + j].
-void dots_4x4(const float* const* q, const float* k, int stride, int head_dim, float scale,
-              float* scores, int s_stride) {
-  __m512 acc[kQueries][kKeys];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm512_setzero_ps();
+// The 16 lane sums of v[0..15], v[i + 4 * j] landing in element 4 * i + j: pairs of vectors
+// fold their halves together, then their 128-bit quarters, pairs and neighbours. Each sum
+// takes the same additions in the same order wherever its vector sits in v.
+inline __m512 reduce16(__m512 v[16]) {
+  __m512 s[8], t[4], w[2];
+  for (int a = 0; a < 8; ++a) {
+    s[a] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], 0xee));
   }
+  for (int b = 0; b < 4; ++b) {
+    t[b] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * b], s[2 * b + 1], 0x88),
+                         _mm512_shuffle_f32x4(s[2 * b], s[2 * b + 1], 0xdd));
+  }
+  for (int c = 0; c < 2; ++c) {
+    w[c] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * c], t[2 * c + 1], 0x44),
+                         _mm512_shuffle_ps(t[2 * c], t[2 * c + 1], 0xee));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
+}
+
+// Dots of 4 queries (q[i]) with n_keys <= 4 keys at k, k + stride, ...: scores[i * s_stride + j].
+// A missing key's products are zeros, which leave the other sums bit for bit unchanged, so a
+// score does not depend on how many keys shared its call.
+void dots_4x4(const float* const* q, const float* k, int stride, int n_keys, int head_dim,
+              float scale, float* scores, int s_stride) {
+  __m512 acc[16];  // query i, key j at i + 4 * j
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  __mmask16 present[kKeys];  // masked loads read nothing for missing keys
+  for (int j = 0; j < kKeys; ++j) present[j] = j < n_keys ? 0xffff : 0;
   for (int c = 0; c < head_dim; c += 16) {
     __m512 kv[kKeys];
-    for (int j = 0; j < kKeys; ++j) kv[j] = _mm512_loadu_ps(k + j * stride + c);
+    for (int j = 0; j < kKeys; ++j) kv[j] = _mm512_maskz_loadu_ps(present[j], k + j * stride + c);
     for (int i = 0; i < kQueries; ++i) {
       const __m512 qv = _mm512_loadu_ps(q[i] + c);
-      for (int j = 0; j < kKeys; ++j) acc[i][j] = _mm512_fmadd_ps(qv, kv[j], acc[i][j]);
+      for (int j = 0; j < kKeys; ++j) acc[i + 4 * j] = _mm512_fmadd_ps(qv, kv[j], acc[i + 4 * j]);
     }
   }
-  const __m128 vscale = _mm_set1_ps(scale);
+  const __m512 dots = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
+  const __mmask8 keep = static_cast<__mmask8>((1u << n_keys) - 1);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, dots);
   for (int i = 0; i < kQueries; ++i) {
-    __m256 y[kKeys];
-    for (int j = 0; j < kKeys; ++j) {
-      y[j] = upper_plus_lower(acc[i][j]);
-    }
-    // Per 128-bit lane: [sum y0, sum y1, sum y2, sum y3] over that lane's four elements.
-    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(y[0], y[1]), _mm256_hadd_ps(y[2], y[3]));
-    const __m128 dots = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    _mm_storeu_ps(scores + i * s_stride, _mm_mul_ps(dots, vscale));
+    _mm_mask_storeu_ps(scores + i * s_stride, keep, _mm_load_ps(lanes + 4 * i));
   }
 }
 
-// Dots of 4 queries with the single key k.
-void dots_4x1(const float* const* q, const float* k, int head_dim, float scale, float* scores,
-              int s_stride) {
-  __m512 acc[kQueries];
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  for (int c = 0; c < head_dim; c += 16) {
-    const __m512 kv = _mm512_loadu_ps(k + c);
-    for (int i = 0; i < kQueries; ++i)
-      acc[i] = _mm512_fmadd_ps(_mm512_loadu_ps(q[i] + c), kv, acc[i]);
-  }
-  for (int i = 0; i < kQueries; ++i) scores[i * s_stride] = hsum(acc[i]) * scale;
-}
+// Keys are visited in tiles of at most this many positions (inside one span): a tile's rows stay
+// in L1 while every block of 4 queries uses them.
+constexpr int kKeyTile = 64;
 
-// out[i][c0, c0 + 64) = sum_p scores[i][p] * v_p[c0, c0 + 64) for p < n (scores past a query's
-// own n_pos are zero).
-void weighted_values_4x64(const float* scores, int s_stride, const KvSpan* spans, int n_spans,
-                          int kv_stride, int n, int c0, float* const* out) {
+// out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`.
+void weighted_values_4x64(const float* scores, int s_stride, const float* v, int kv_stride, int p0,
+                          int p1, int c0, float* const* out, bool first) {
   __m512 acc[kQueries][4];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm512_setzero_ps();
+  for (int i = 0; i < kQueries; ++i) {
+    for (int c = 0; c < 4; ++c) {
+      acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[i] + c0 + 16 * c);
+    }
   }
-  int p = 0;
-  for (int s = 0; s < n_spans && p < n; ++s) {
-    const int stop = std::min(n, p + spans[s].n);
-    const float* v = spans[s].values + c0;
-    for (; p < stop; ++p, v += kv_stride) {
-      __m512 vv[4];
-      for (int c = 0; c < 4; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
-      for (int i = 0; i < kQueries; ++i) {
-        const __m512 w = _mm512_set1_ps(scores[i * s_stride + p]);
-        for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(w, vv[c], acc[i][c]);
-      }
+  v += c0;
+  for (int p = p0; p < p1; ++p, v += kv_stride) {
+    __m512 vv[4];
+    for (int c = 0; c < 4; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int i = 0; i < kQueries; ++i) {
+      const __m512 w = _mm512_set1_ps(scores[i * s_stride + p]);
+      for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(w, vv[c], acc[i][c]);
     }
   }
   for (int i = 0; i < kQueries; ++i) {
@@ -126,38 +121,109 @@ void weighted_values_4x64(const float* scores, int s_stride, const KvSpan* spans
   }
 }
 
-// Up to 4 queries; missing ones repeat query 0 into a scratch output.
-void attend_block(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
-                  int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
+// Asks for rows [0, n) of a span (head_dim floats each, kv_stride apart) to be brought into cache.
+void prefetch_rows(const float* rows, int n, int kv_stride, int head_dim) {
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < head_dim; c += 16) {
+      _mm_prefetch(reinterpret_cast<const char*>(rows + static_cast<size_t>(r) * kv_stride + c),
+                   _MM_HINT_T0);
+    }
+  }
+}
+
+// Spans ahead whose rows are prefetched (see for_each_tile).
+constexpr int kPrefetchSpans = 2;
+
+// Calls tile(first_position, keys, values, offset, n) for consecutive tiles covering positions
+// [0, n). The spans are the KV pool's pages: 16 rows of a head, scattered in memory, too short
+// for the hardware prefetcher, and in decode nearly every row comes from DRAM (the loads of the
+// first keys were a third of decode attention's samples). So the keys (or values) of the spans
+// kPrefetchSpans ahead are prefetched while the current one runs.
+template <typename Fn>
+void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_stride,
+                   int head_dim, Fn&& tile) {
+  int span_start = 0;
+  int ahead = 0, ahead_start = 0;  // the next span to prefetch and its first position
+  for (int s = 0; s < n_spans && span_start < n; ++s) {
+    const int stop = std::min(n, span_start + spans[s].n);
+    for (; ahead < n_spans && ahead <= s + kPrefetchSpans && ahead_start < n; ++ahead) {
+      const KvSpan& next = spans[ahead];
+      const int rows = std::min({next.n, n - ahead_start, kKeyTile});
+      prefetch_rows(values ? next.values : next.keys, rows, kv_stride, head_dim);
+      ahead_start += next.n;
+    }
+    for (int p = span_start; p < stop; p += kKeyTile) {
+      tile(p, spans[s].keys, spans[s].values, static_cast<size_t>(p - span_start),
+           std::min(kKeyTile, stop - p));
+    }
+    span_start = stop;
+  }
+}
+
+// Every query, tile by tile: scores (causal per block), exp per query, then the values, divided
+// by the exp sum at the end.
+// Each score and each output element is computed by the same operations in the same order
+// whatever the other queries of the call are, so results do not depend on how a batch groups
+// its queries.
+void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                    int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
+  const int n_blocks = (nq + kQueries - 1) / kQueries;
   int n = 0;
   for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
   const int s_stride = n;
-  scratch.resize(static_cast<size_t>(kQueries) * s_stride + head_dim);
+  scratch.resize(static_cast<size_t>(n_blocks) * kQueries * s_stride + head_dim);
   float* scores = scratch.data();
-  float* discard = scores + kQueries * s_stride;
-  const float* q[kQueries];
-  float* out[kQueries];
-  for (int i = 0; i < kQueries; ++i) {
+  float* discard = scores + static_cast<size_t>(n_blocks) * kQueries * s_stride;
+  std::vector<const float*> q(static_cast<size_t>(n_blocks) * kQueries);
+  std::vector<float*> out(q.size());
+  std::vector<int> limit(n_blocks, 0);
+  for (int i = 0; i < n_blocks * kQueries; ++i) {
     q[i] = queries[i < nq ? i : 0].q;
     out[i] = i < nq ? queries[i].out : discard;
+    if (i < nq) limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
   }
-  int p = 0;
-  for (int s = 0; s < n_spans && p < n; ++s) {
-    const int stop = std::min(n, p + spans[s].n);
-    const float* k = spans[s].keys;
-    for (; p + kKeys <= stop; p += kKeys, k += kKeys * kv_stride) {
-      dots_4x4(q, k, kv_stride, head_dim, scale, scores + p, s_stride);
+  const auto block_scores = [&](int b) {
+    return scores + static_cast<size_t>(b) * kQueries * s_stride;
+  };
+
+  for_each_tile(spans, n_spans, n, false, kv_stride, head_dim,
+                [&](int p0, const float* k0, const float*, size_t offset, int len) {
+                  for (int b = 0; b < n_blocks; ++b) {
+                    const int stop = std::min(p0 + len, limit[b]);
+                    const float* k = k0 + offset * kv_stride;
+                    for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
+                      dots_4x4(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p), head_dim,
+                               scale, block_scores(b) + p, s_stride);
+                    }
+                  }
+                });
+  std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
+  for (int i = 0; i < n_blocks * kQueries; ++i) {
+    const int b = i / kQueries;
+    float* row = scores + static_cast<size_t>(i) * s_stride;
+    const int n_pos = i < nq ? queries[i].n_pos : limit[b];
+    const float sum = exp_minus_max(row, n_pos);
+    if (i < nq) inv_sum[i] = 1.0f / sum;
+    std::fill(row + n_pos, row + limit[b], 0.0f);
+  }
+  for_each_tile(spans, n_spans, n, true, kv_stride, head_dim,
+                [&](int p0, const float*, const float* v0, size_t offset, int len) {
+                  for (int b = 0; b < n_blocks; ++b) {
+                    const int stop = std::min(p0 + len, limit[b]);
+                    if (stop <= p0) continue;
+                    const float* v = v0 + offset * kv_stride;
+                    for (int c0 = 0; c0 < head_dim; c0 += 64) {
+                      weighted_values_4x64(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
+                                           &out[b * kQueries], p0 == 0);
+                    }
+                  }
+                });
+  for (int i = 0; i < nq; ++i) {
+    const __m512 scale_out = _mm512_set1_ps(inv_sum[i]);
+    for (int c = 0; c < head_dim; c += 16) {
+      _mm512_storeu_ps(queries[i].out + c,
+                       _mm512_mul_ps(_mm512_loadu_ps(queries[i].out + c), scale_out));
     }
-    for (; p < stop; ++p, k += kv_stride) dots_4x1(q, k, head_dim, scale, scores + p, s_stride);
-  }
-  for (int i = 0; i < kQueries; ++i) {
-    float* row = scores + i * s_stride;
-    const int n_pos = i < nq ? queries[i].n_pos : n;
-    softmax(row, n_pos);
-    std::fill(row + n_pos, row + n, 0.0f);
-  }
-  for (int c0 = 0; c0 < head_dim; c0 += 64) {
-    weighted_values_4x64(scores, s_stride, spans, n_spans, kv_stride, n, c0, out);
   }
 }
 #endif  // __AVX512F__
@@ -168,10 +234,7 @@ void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* 
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores) {
 #if defined(K25_ATTN_BLOCKED)
   if (head_dim % 64 == 0) {
-    for (int i = 0; i < n_queries; i += kQueries) {
-      attend_block(queries + i, std::min(kQueries, n_queries - i), spans, n_spans, kv_stride,
-                   head_dim, scale, scores);
-    }
+    attend_blocked(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
     return;
   }
 #endif

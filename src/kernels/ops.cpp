@@ -58,7 +58,97 @@ inline __m256 exp8(__m256 x) {
 }
 #endif
 
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge source, which
+// -Wuninitialized reports at every use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+// exp8's method for 16 floats.
+inline __m512 exp16(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.7228f);
+  const __m512 lo = _mm512_set1_ps(-87.3365f);
+  const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+  const __mmask16 overflow = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i half = _mm512_srai_epi32(ni, 1);
+  const __m512 s1 =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(127)), 23));
+  const __m512 s2 = _mm512_castsi512_ps(
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half), _mm512_set1_epi32(127)), 23));
+  const __m512 result = _mm512_maskz_mov_ps(~underflow, _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
+  return _mm512_mask_mov_ps(result, overflow, _mm512_set1_ps(INFINITY));
+}
+#endif
+
 }  // namespace
+
+float exp_minus_max(float* x, int n) {
+  int i = 0;
+  float max = x[0];
+#if defined(__AVX512F__)
+  if (n >= 16) {
+    __m512 m = _mm512_loadu_ps(x);
+    for (i = 16; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    max = _mm512_reduce_max_ps(m);
+  }
+  for (; i < n; ++i) max = std::fmax(max, x[i]);
+  const __m512 vmax = _mm512_set1_ps(max);
+  __m512 vsum = _mm512_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
+    _mm512_storeu_ps(x + i, e);
+    vsum = _mm512_add_ps(vsum, e);
+  }
+  if (i < n) {  // the tail through masked lanes, so every element takes the same exp
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), vmax));
+    _mm512_mask_storeu_ps(x + i, tail, e);
+    vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail, e));
+  }
+  return _mm512_reduce_add_ps(vsum);
+#else
+#if defined(__AVX2__)
+  if (n >= 8) {
+    __m256 m = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    max = hmax(m);
+  }
+#endif
+  for (; i < n; ++i) max = std::fmax(max, x[i]);
+  float sum = 0.0f;
+  i = 0;
+#if defined(__AVX2__)
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  sum = hsum(vsum);
+#endif
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  return sum;
+#endif
+}
 
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) {
   int i = 0;
@@ -89,39 +179,8 @@ void rmsnorm(float* out, const float* x, const float* weight, int n, float eps) 
 
 void softmax(float* x, int n) {
   if (n <= 0) return;
-  int i = 0;
-  float max = x[0];
-#if defined(__AVX2__)
-  if (n >= 8) {
-    __m256 m = _mm256_loadu_ps(x);
-    for (i = 8; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
-    max = hmax(m);
-  }
-#endif
-  for (; i < n; ++i) max = std::fmax(max, x[i]);
-  float sum = 0.0f;
-  i = 0;
-#if defined(__AVX2__)
-  const __m256 vmax = _mm256_set1_ps(max);
-  __m256 vsum = _mm256_setzero_ps();
-  for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
-    _mm256_storeu_ps(x + i, e);
-    vsum = _mm256_add_ps(vsum, e);
-  }
-  sum = hsum(vsum);
-#endif
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  const float inv = 1.0f / sum;
-  i = 0;
-#if defined(__AVX2__)
-  const __m256 vinv = _mm256_set1_ps(inv);
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
-#endif
-  for (; i < n; ++i) x[i] *= inv;
+  const float inv = 1.0f / exp_minus_max(x, n);
+  for (int i = 0; i < n; ++i) x[i] *= inv;
 }
 
 void silu_mul(float* a, const float* b, int n) {

@@ -9,6 +9,9 @@ namespace k25 {
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
 // In-place softmax over n elements.
 void softmax(float* x, int n);
+// softmax without the division: x[i] = exp(x[i] - max x), returns the sum (n >= 1). Attention
+// divides its n-times-smaller output instead of every score.
+float exp_minus_max(float* x, int n);
 // a[i] = silu(a[i]) * b[i]
 void silu_mul(float* a, const float* b, int n);
 // a[i] += b[i]

@@ -318,6 +318,15 @@ class Run {
     const int turns = static_cast<int>(s.user_lines.size());
     std::string conversation = s.history;
     for (int t = 0; t < turns; ++t) {
+      if (t > 0 && options_.think_time_s > 0) {
+        slots_.release();
+        net::steady_timer think(co_await net::this_coro::executor);
+        think.expires_after(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(options_.think_time_s)));
+        beast::error_code ec;
+        co_await think.async_wait(net::redirect_error(net::use_awaitable, ec));
+        co_await slots_.acquire();
+      }
       if (stopping_) {
         result_.not_started += turns - t;
         break;

@@ -48,6 +48,11 @@ struct RunOptions {
   double timeout_s = 600;
   bool retry_429 = false;
   bool progress = true;  // progress on stderr
+  // sessions: a user's pause between an answer and the next turn. While it lasts the session
+  // gives its concurrency slot to another one, so turns of many sessions interleave (as chat
+  // users do) instead of each session running its turns back to back. 0: no pause, the slot is
+  // kept for the whole conversation.
+  double think_time_s = 0;
 };
 
 struct RunResult {

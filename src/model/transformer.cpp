@@ -1,6 +1,7 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -13,13 +14,6 @@
 namespace k25 {
 
 namespace {
-
-// Splits [0, n) into `parts` nearly equal ranges and returns range `i`.
-std::pair<int, int> split_range(int n, int parts, int i) {
-  const int base = n / parts, extra = n % parts;
-  const int begin = i * base + std::min(i, extra);
-  return {begin, begin + base + (i < extra ? 1 : 0)};
-}
 
 void add_bias(float* rows, const std::vector<float>& bias, int n_rows) {
   if (bias.empty()) return;
@@ -152,9 +146,10 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
 }
 
 // Causal attention of every (token, head) pair over its own sequence's positions 0..pos. A task
-// is one KV head with the query heads that share it, for one token or (with fewer than 4 query
-// heads per KV head) a few consecutive tokens of one sequence, so attend_queries reads each
-// cached key and value once for several queries.
+// is one KV head with the query heads that share it, for up to kQueriesPerTask / group
+// consecutive tokens of one sequence, so attend_queries reads each cached key and value once for
+// all of them (a prefill chunk's tokens share their sequence's cache). Threads take tasks from
+// the most expensive down, so long and short contexts in one batch spread evenly.
 void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
                          ThreadPool& pool, const ComputePlan* plan) {
   const ModelConfig& c = model_.config;
@@ -162,9 +157,11 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int tokens_per_task = std::max(1, 4 / group);
+  constexpr int kQueriesPerTask = 48;
+  const int tokens_per_task = std::max(1, kQueriesPerTask / group);
   struct Task {
     int t0, t1, kv_head;
+    int64_t cost;  // query-key products
   };
   const auto head_on = [&](int h) { return plan == nullptr || plan->head(layer, h); };
   // KV heads with at least one query head on; masked heads' outputs are zero.
@@ -189,19 +186,23 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   for (int t0 = 0; t0 < n;) {
     int t1 = t0 + 1;
     while (t1 < n && t1 - t0 < tokens_per_task && batch[t1].seq == batch[t0].seq) ++t1;
-    for (int g : kv_heads) tasks.push_back({t0, t1, g});
-    for (int t = t0; t < t1; ++t) work += int64_t{batch[t].pos + 1} * active_q_dim;
+    int64_t cost = 0;
+    for (int t = t0; t < t1; ++t) cost += batch[t].pos + 1;
+    for (int g : kv_heads) tasks.push_back({t0, t1, g, cost});
+    work += cost * active_q_dim;
     t0 = t1;
   }
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [](const Task& a, const Task& b) { return a.cost > b.cost; });
   // Waking the workers costs more than tiny attention work (small models, short contexts).
   const int n_threads = work < (int64_t{1} << 18) ? 1 : pool.size();
   scores_.resize(n_threads);
+  std::atomic<size_t> next_task{0};
 
   const auto run = [&](int thread) {
     std::vector<AttentionQuery> queries;
     std::vector<KvSpan> spans;
-    auto [begin, end] = split_range(static_cast<int>(tasks.size()), n_threads, thread);
-    for (int i = begin; i < end; ++i) {
+    for (size_t i = next_task++; i < tasks.size(); i = next_task++) {
       const Task& task = tasks[i];
       const int seq = batch[task.t0].seq;
       const int kv_offset = task.kv_head * hd;

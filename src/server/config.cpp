@@ -181,6 +181,9 @@ std::vector<ConfigKey> make_keys() {
                       1 << 24));
   k.push_back(int_key("engine.step_token_budget", "--step-token-budget", "tokens per forward call",
                       &C::step_token_budget, 1, 1 << 20));
+  k.push_back(double_key("engine.step_position_cost", "--step-position-cost",
+                         "budget share of a token per position of context (-1: from the model)",
+                         &C::step_position_cost, -1, 1));
   k.push_back(int_key("engine.max_queue", "--max-queue", "waiting requests before 429",
                       &C::max_queue, 0, 1 << 20));
   k.push_back(int_key("engine.queue_timeout_s", "--queue-timeout-s",

@@ -55,6 +55,8 @@ struct ServerConfig {
   int max_queue = 256;          // waiting requests before 429
   int queue_timeout_s = 600;    // a request not started after this long fails (0: no limit)
   int debug_step_delay_ms = 0;  // testing aid: sleep before every forward call
+  // step budget a token takes per position of context; -1: estimated from the model
+  double step_position_cost = -1;
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;

@@ -17,16 +17,17 @@ using nlohmann::json;
 
 const std::string kShared = K25_SHARED_DIR;
 const std::string kRun = std::string(K25_BIN_DIR) + "/k25-run";
+const std::string kPlanBench = std::string(K25_BIN_DIR) + "/k25-planbench";
 
 struct Output {
   int status;
   std::string out, err;
 };
 
-Output run(const std::string& args) {
+Output run(const std::string& args, const std::string& binary = kRun) {
   const fs::path err_file =
       fs::temp_directory_path() / ("k25_run_err_" + std::to_string(::getpid()));
-  const std::string cmd = kRun + " " + args + " 2>" + err_file.string();
+  const std::string cmd = binary + " " + args + " 2>" + err_file.string();
   Output o;
   FILE* pipe = ::popen(cmd.c_str(), "r");
   std::array<char, 4096> buf;
@@ -129,6 +130,36 @@ TEST_F(K25Run, BadModelFilesFailWithOneClearLine) {
 
   expect_clean_failure(run("generate -m " + (dir_ / "missing.gguf").string() + " -p hi"),
                        "missing.gguf");
+}
+
+// k25-planbench: the full model and the Level 1 rule's plan, timed in one run, with the share of
+// compute the plan skips.
+TEST_F(K25Run, PlanBenchTimesTheFullModelAndTheRulePlan) {
+  Output o =
+      run("-m " + model("stories260K.gguf") + " --npp 16 --ntg 4 --reps 1 -t 1 --json", kPlanBench);
+  ASSERT_EQ(o.status, 0) << o.err;
+  const json rows = json::parse(o.out);
+  ASSERT_EQ(rows.size(), 2u) << o.out;
+  EXPECT_EQ(rows[0]["plan"], "full");
+  EXPECT_EQ(rows[0]["compute_saved_prefill"], 0.0);
+  EXPECT_EQ(rows[0]["prefill_speedup"], 1.0);
+  EXPECT_EQ(rows[1]["plan"], "level1-rule");
+  EXPECT_EQ(rows[1]["level"], 1);
+  EXPECT_NE(rows[1]["skipped"].get<std::string>().find("ffn-off"), std::string::npos);
+  EXPECT_GT(rows[1]["compute_saved_prefill"].get<double>(), 0.0);
+  EXPECT_GT(rows[1]["ideal_decode_speedup"].get<double>(), 1.0);
+  for (const json& row : rows) {
+    EXPECT_GT(row["prefill_tokens_per_s"].get<double>(), 0.0);
+    EXPECT_GT(row["decode_tokens_per_s"].get<double>(), 0.0);
+  }
+}
+
+TEST_F(K25Run, PlanBenchNamesAMissingMetadataDirectory) {
+  Output o = run("-m " + model("stories260K.gguf") + " --metadata " + (dir_ / "nope").string() +
+                     " --npp 16 --ntg 4 --reps 1 -t 1",
+                 kPlanBench);
+  EXPECT_NE(o.status, 0);
+  EXPECT_NE(o.err.find("nope"), std::string::npos) << o.err;
 }
 
 }  // namespace

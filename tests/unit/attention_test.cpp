@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -85,7 +86,7 @@ void check_case(const Case& c, int n_cached, int span_len) {
 TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
   std::mt19937 rng(11);
   for (int head_dim : {8, 48, 64, 128}) {
-    for (int n_cached : {1, 3, 4, 7, 33}) {
+    for (int n_cached : {1, 3, 4, 7, 33, 150}) {
       for (int n_queries : {1, 3, 4, 5, 8, 9}) {
         const Case c = make_case(head_dim, n_cached, n_queries, rng);
         for (int span_len : {1, 5, 64}) check_case(c, n_cached, span_len);
@@ -99,6 +100,46 @@ TEST(AttentionTest, LargeScoresDoNotOverflow) {
   Case c = make_case(64, 20, 6, rng);
   for (auto& v : c.q) v *= 10.0f;  // logits in the tens
   check_case(c, 20, 8);
+}
+
+// A query's output must not depend on which other queries share the call (batch composition,
+// micro-task size, GQA grouping), nor on how the cache is split into spans: the engine relies on
+// it for outputs that do not change with load.
+TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
+  std::mt19937 rng(13);
+  for (int head_dim : {64, 128}) {
+    const int n_cached = 150, n_queries = 13;
+    const Case c = make_case(head_dim, n_cached, n_queries, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    std::vector<float> scratch;
+    const auto run = [&](const std::vector<int>& which, int span_len) {
+      std::vector<float> out(which.size() * head_dim);
+      std::vector<AttentionQuery> queries;
+      for (size_t i = 0; i < which.size(); ++i) {
+        queries.push_back(
+            {c.q.data() + which[i] * head_dim, c.n_pos[which[i]], out.data() + i * head_dim});
+      }
+      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+      attend_queries(queries.data(), static_cast<int>(queries.size()), spans.data(),
+                     static_cast<int>(spans.size()), c.kv_stride, head_dim, scale, scratch);
+      return out;
+    };
+    std::vector<int> all(n_queries);
+    for (int i = 0; i < n_queries; ++i) all[i] = i;
+    const std::vector<float> together = run(all, 16);
+    for (int i = 0; i < n_queries; ++i) {
+      for (int span_len : {16, 150}) {
+        const std::vector<float> alone = run({i}, span_len);
+        const std::vector<float> shuffled = run({(i + 5) % n_queries, i, (i + 1) % n_queries}, 7);
+        ASSERT_EQ(
+            0, std::memcmp(alone.data(), together.data() + i * head_dim, head_dim * sizeof(float)))
+            << "query " << i << " head_dim " << head_dim << " span " << span_len;
+        ASSERT_EQ(0,
+                  std::memcmp(alone.data(), shuffled.data() + head_dim, head_dim * sizeof(float)))
+            << "query " << i << " head_dim " << head_dim;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -250,3 +250,48 @@ TEST(ElasticScheduler, RejectsBadOptions) {
 
 }  // namespace
 }  // namespace k25
+
+namespace k25 {
+namespace {
+
+// A token at position p costs 1 + position_cost * p: deep in a long prompt, a step holds fewer
+// tokens, so steps stay about as long as at the start.
+TEST(ElasticScheduler, PositionCostShrinksLongContextPrefill) {
+  SchedulerOptions o = options(/*budget=*/512, /*micro=*/128);
+  o.position_cost = 0.01;
+  ElasticScheduler s(o);
+  // At position 0: n + 0.01 * n(n-1)/2 <= 512 -> 235 tokens (509.95; 236 would cost 513.3).
+  StepDecision fresh = s.plan({running(kSilver, 4000, 0, 1)}, plenty());
+  ASSERT_NE(task_of(fresh, 0), nullptr);
+  EXPECT_EQ(task_of(fresh, 0)->length, 235);
+  // At position 3000 each token costs about 31: 16 tokens (16 + 0.01 * (16 * 3000 + 120) = 497).
+  StepDecision deep = s.plan({running(kSilver, 4000, 3000, 1)}, plenty());
+  ASSERT_NE(task_of(deep, 0), nullptr);
+  EXPECT_EQ(task_of(deep, 0)->length, 16);
+}
+
+TEST(ElasticScheduler, PositionCostChargesDecodeTokensButPrefillStillProgresses) {
+  SchedulerOptions o = options(/*budget=*/64, /*micro=*/32);
+  o.position_cost = 0.01;
+  ElasticScheduler s(o);
+  // Two decode tokens at position 3000 cost 31 each: 2 budget points are left, and the prompt
+  // gets the one token a step always grants the first prefill.
+  std::vector<SeqView> seqs = {running(kSilver, 3001, 3000, 1), running(kSilver, 3001, 3000, 2),
+                               running(kSilver, 500, 0, 3)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 0), nullptr);
+  ASSERT_NE(task_of(d, 1), nullptr);
+  ASSERT_NE(task_of(d, 2), nullptr);
+  EXPECT_EQ(task_of(d, 2)->length, 1);
+  // Without the position cost the prompt takes the 62 tokens left.
+  EXPECT_EQ(task_of(ElasticScheduler(options(64, 32)).plan(seqs, plenty()), 2)->length, 62);
+}
+
+TEST(ElasticScheduler, RejectsNegativePositionCost) {
+  SchedulerOptions o = options(64, 32);
+  o.position_cost = -0.5;
+  EXPECT_THROW(ElasticScheduler{o}, Error);
+}
+
+}  // namespace
+}  // namespace k25

@@ -225,5 +225,34 @@ TEST(LoadgenClient, SessionsResendTheConversation) {
   EXPECT_EQ(sent[1].find("x-latency-sla"), std::string::npos);  // no --sla-mix, no header
 }
 
+// With a think time a session lends its slot between turns: at concurrency 1 the second session's
+// first turn runs while the first one's user "thinks"; without it each session runs its turns
+// back to back.
+TEST(LoadgenClient, ThinkTimeInterleavesTheTurnsOfSessions) {
+  const auto order = [](double think_time_s) {
+    ScriptedServer server({chunked({text_event(" Yes."), kUsage, "data: [DONE]\n\n"})});
+    std::vector<PreparedSession> sessions(2);
+    for (int i = 0; i < 2; ++i) {
+      sessions[i].plan.id = "s" + std::to_string(i);
+      sessions[i].plan.sla = "default";
+      sessions[i].history = "History.";
+      sessions[i].user_lines = {"Hi", "More"};
+      sessions[i].first_prompt_tokens = 5;
+    }
+    RunOptions options = options_for(server);
+    options.concurrency = 1;
+    options.think_time_s = think_time_s;
+    const RunResult result = run_sessions(options, sessions);
+    EXPECT_EQ(result.records.size(), 4u);
+    std::string users;
+    for (const std::string& r : server.requests()) {
+      users += nlohmann::json::parse(r.substr(r.find("\r\n\r\n") + 4))["user"].get<std::string>();
+    }
+    return users;
+  };
+  EXPECT_EQ(order(0), "s0s0s1s1");
+  EXPECT_EQ(order(0.2), "s0s1s0s1");
+}
+
 }  // namespace
 }  // namespace k25::loadgen
