@@ -134,13 +134,13 @@ def row(name, cls):
     d = load(name)
     if d is None: return None
     s = d["summary"]
-    c = s["by_class"].get(cls, s["overall"]) if cls else s["overall"]
+    c = s["by_class"]["turn"][cls] if cls else s["overall"]
     return {"ttft_p50": c["ttft_ms"]["p50"], "req_s": s["req_per_s"],
             "rss_mib": d["server_memory"]["peak_rss_bytes"] / 2**20}
 print("| run | follow-up TTFT p50 ms | req/s | peak RSS MiB |\n|---|---|---|---|")
 rows = {}
 for name in ["k25-sessions-full", "k25-sessions-l3", "peer-sessions"]:
-    r = row(name, "turn=follow_up")
+    r = row(name, "follow_up")
     if r:
         rows[name] = r
         print(f"| {name} | {r['ttft_p50']:.0f} | {r['req_s']:.3f} | {r['rss_mib']:.0f} |")

@@ -672,6 +672,8 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.completion_tokens = seq.n_generated;
   event.ttft_ms = seq.ttft_ms;
   event.total_ms = ms_between(seq.submitted, Clock::now());
+  event.adaptive_decisions = seq.adaptive.decisions;
+  if (seq.plan() != nullptr) event.final_plan = seq.current_plan;
   ++stats_.requests_finished[static_cast<int>(reason)];
   stats_.request_seconds.observe(event.total_ms / 1000.0);
   seq.on_event(event);

@@ -59,6 +59,10 @@ struct GenerationEvent {
   int completion_tokens = 0;
   double ttft_ms = 0;   // submit to first token
   double total_ms = 0;  // submit to finish
+  // Level 3 (R-PR3): decisions taken during decode, and the plan the last tokens ran under
+  // (null: the whole model), which may differ from the admission plan.
+  int adaptive_decisions = 0;
+  std::shared_ptr<const ComputePlan> final_plan;
 };
 
 // Called on the engine thread, in order, ending with exactly one Finished event. It must return

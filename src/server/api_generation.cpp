@@ -46,6 +46,8 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.completion_tokens = finished.completion_tokens;
   o.ttft_ms = finished.ttft_ms;
   o.total_ms = finished.total_ms;
+  o.adaptive_decisions = finished.adaptive_decisions;
+  o.final_plan = finished.final_plan;
 }
 
 void log_outcome(RequestLog& log, const GenerationOutcome& o) {

@@ -60,7 +60,7 @@ json usage(const GenerationOutcome& o) {
           {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
 }
 
-json flash(const ResponseContext& ctx) {
+json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
   json blocks = json::array(), heads = json::array();
   if (ctx.plan) {
     for (int l : ctx.plan->skipped_attention_layers()) {
@@ -72,13 +72,21 @@ json flash(const ResponseContext& ctx) {
       heads.push_back({{"layer", l}, {"head", h}});
     }
   }
-  return {{"domain", ctx.flash_domain},
-          {"level", ctx.flash_level},
-          {"skipped_blocks", blocks},
-          {"skipped_heads", heads},
-          {"plan", ctx.plan ? ctx.plan->describe() : "full"},
-          {"compute_saved", ctx.compute_saved},
-          {"priority", sla_priority(ctx.hints.sla)}};
+  json out = {{"domain", ctx.flash_domain},
+              {"level", ctx.flash_level},
+              {"skipped_blocks", blocks},
+              {"skipped_heads", heads},
+              {"plan", ctx.plan ? ctx.plan->describe() : "full"},
+              {"compute_saved", ctx.compute_saved},
+              {"priority", sla_priority(ctx.hints.sla)}};
+  // The fields above describe the admission plan (Levels 1-2); Level 3 may have changed it
+  // every 32 decode tokens.
+  if (o.adaptive_decisions > 0) {
+    out["adaptive"] = {{"decisions", o.adaptive_decisions},
+                       {"final_plan", o.final_plan ? o.final_plan->describe() : "full"},
+                       {"final_skipped_blocks", o.final_plan ? o.final_plan->skipped_blocks() : 0}};
+  }
+  return out;
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
@@ -88,7 +96,7 @@ json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
             {"completion_tokens", o.completion_tokens},
             {"cached_tokens", o.cached_tokens}}},
           {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-          {"flash", flash(ctx)}};
+          {"flash", flash(ctx, o)}};
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {

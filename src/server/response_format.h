@@ -47,6 +47,8 @@ struct GenerationOutcome {
   int completion_tokens = 0;
   double ttft_ms = 0;
   double total_ms = 0;
+  int adaptive_decisions = 0;                     // Level 3 decisions during decode
+  std::shared_ptr<const ComputePlan> final_plan;  // the plan at the end (null: full model)
 };
 
 // The whole response of a non-streaming request.

@@ -158,5 +158,36 @@ TEST_F(FlashApi, PlainModelWithoutMetadataRunsLevel0UnlessRulesAreOn) {
   EXPECT_EQ(r["flash"]["level"], 1);
 }
 
+// Level 3 changes the plan during decode; the flash object then says how often it decided and
+// what the last tokens ran under. Without adaptive pruning there is nothing to report.
+TEST_F(FlashApi, Level3DecisionsAndTheFinalPlanAreReported) {
+  ServerConfig c = config();
+  c.flash_metadata = "";
+  c.model_path = testing::shared_path("models/stories260K.gguf");
+  c.rule_pruning = "on";
+  const std::string body =
+      R"({"prompt":"Once upon a time","max_tokens":100,"ignore_eos":true,"temperature":0})";
+  {
+    InProcessServer server(c);
+    Engine engine(*model_, engine_options());
+    server.api().set_engine(&engine);
+    json r = generate(server.port(), body);
+    EXPECT_EQ(r["flash"]["level"], 1);
+    ASSERT_TRUE(r["flash"].contains("adaptive")) << r.dump();
+    // Decisions at 32, 64 and 96 generated tokens, once two intervals of positions exist.
+    EXPECT_GE(r["flash"]["adaptive"]["decisions"].get<int>(), 2);
+    EXPECT_LE(r["flash"]["adaptive"]["decisions"].get<int>(), 3);
+    EXPECT_TRUE(r["flash"]["adaptive"]["final_plan"].is_string());
+    EXPECT_GE(r["flash"]["adaptive"]["final_skipped_blocks"].get<int>(), 0);
+  }
+  c.adaptive_pruning = false;
+  InProcessServer server(c);
+  Engine engine(*model_, engine_options());
+  server.api().set_engine(&engine);
+  json r = generate(server.port(), body);
+  EXPECT_EQ(r["flash"]["level"], 1);
+  EXPECT_FALSE(r["flash"].contains("adaptive")) << r.dump();
+}
+
 }  // namespace
 }  // namespace k25
