@@ -462,6 +462,8 @@ void Engine::step() {
   if (live.empty()) return;
   StepDecision decision =
       scheduler_.plan(views, {static_cast<long>(kv_->pages_available()), options_.kv_page_tokens});
+  // A sequence whose KV is dropped this step starts again from position 0 (shared pages too).
+  for (int i : decision.drop_kv) shift[i] = 0;
   for (TaskDescriptor& t : decision.tasks) t.start += shift[t.seq];
 
   for (int i : decision.drop_kv) {
@@ -594,7 +596,13 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
     Sequence& seq = *wanting_logits[row];
-    on_logits(seq, logits_.data() + row * static_cast<size_t>(n_vocab));
+    try {
+      on_logits(seq, logits_.data() + row * static_cast<size_t>(n_vocab));
+    } catch (const std::exception& e) {
+      // E.g. the sampler refusing NaN logits: this request fails, the engine goes on.
+      finish(seq, FinishReason::Error, e.what());
+      continue;
+    }
     if (seq.request.adaptive_pruning && !seq.finished && pruner_.due(seq.n_generated)) {
       const ComputePlan base =
           seq.request.plan ? *seq.request.plan

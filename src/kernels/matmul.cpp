@@ -266,37 +266,8 @@ inline float load1(const uint8_t* row, int64_t c) {
   }
 }
 
-// Float-weight decode: like q_row, one row at a time with four accumulators.
-template <DType D>
-float f_row(const uint8_t* row, const float* x, int64_t cols) {
-  int64_t c = 0;
-  float sum = 0.0f;
-#if defined(__AVX2__)
-  __m256 acc[4];
-  K25_UNROLL
-  for (int u = 0; u < 4; ++u) acc[u] = _mm256_setzero_ps();
-  for (; c + 32 <= cols; c += 32) {
-    K25_UNROLL
-    for (int u = 0; u < 4; ++u) {
-      acc[u] = _mm256_fmadd_ps(load8<D>(row, c + 8 * u), _mm256_loadu_ps(x + c + 8 * u), acc[u]);
-    }
-  }
-  for (; c + 8 <= cols; c += 8) {
-    acc[0] = _mm256_fmadd_ps(load8<D>(row, c), _mm256_loadu_ps(x + c), acc[0]);
-  }
-  sum = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-#endif
-  for (; c < cols; ++c) sum += load1<D>(row, c) * x[c];
-  return sum;
-}
-
-template <DType D>
-void f_decode_rows(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, int64_t r0,
-                   int64_t r1, float* y) {
-  for (int64_t r = r0; r < r1; ++r) y[r] = f_row<D>(w + r * w_row_bytes, x, cols);
-}
-
-// Float-weight tile: rows [0, R) of w against tokens [t0, t0 + T) of x (row length cols).
+// Float-weight tile: rows [0, R) of w against tokens [t0, t0 + T) of x (row length cols). Each
+// (row, token) sum takes the same steps whatever R and T are.
 template <DType D, int R, int T>
 void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, int t0, float* y,
             int64_t y_stride) {
@@ -770,18 +741,9 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
       fail("matmul: unsupported type id ", static_cast<uint32_t>(w.type), " of tensor '", w.name,
            "'");
   }
-  if (n_tokens == 1) {
-    parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
-      if (w.type == DType::F32) {
-        f_decode_rows<DType::F32>(wdata, w_row_bytes, x, cols, r0, r1, y);
-      } else if (w.type == DType::F16) {
-        f_decode_rows<DType::F16>(wdata, w_row_bytes, x, cols, r0, r1, y);
-      } else {
-        f_decode_rows<DType::BF16>(wdata, w_row_bytes, x, cols, r0, r1, y);
-      }
-    });
-    return;
-  }
+  // Every token count, one included, runs the tiles: a (row, token) result is the same sum in
+  // the same order whatever else shares the call, so a token's output does not depend on the
+  // batch (a preempted sequence that recomputes its KV gets the same bits).
   parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
     for (int t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
       const int nt = std::min(tile_tokens, n_tokens - t0);

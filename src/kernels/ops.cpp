@@ -5,6 +5,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace k25 {
@@ -188,14 +189,26 @@ void silu_mul(float* a, const float* b, int n) {
 #if defined(__AVX2__)
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 v = _mm256_loadu_ps(a + i);
+  const auto silu_mul8 = [&](const float* x, const float* y, float* out) {
+    const __m256 v = _mm256_loadu_ps(x);
     const __m256 e = exp8(_mm256_xor_ps(v, sign));
     const __m256 silu = _mm256_div_ps(v, _mm256_add_ps(one, e));
-    _mm256_storeu_ps(a + i, _mm256_mul_ps(silu, _mm256_loadu_ps(b + i)));
+    _mm256_storeu_ps(out, _mm256_mul_ps(silu, _mm256_loadu_ps(y)));
+  };
+  for (; i + 8 <= n; i += 8) silu_mul8(a + i, b + i, a + i);
+  if (i < n) {
+    // The tail through the same vector code, so an element's result does not depend on where
+    // it falls (the FFN of a batch is one flat array: a token's last elements are a tail alone
+    // and not in a batch).
+    float x[8] = {}, y[8] = {}, out[8];
+    std::copy(a + i, a + n, x);
+    std::copy(b + i, b + n, y);
+    silu_mul8(x, y, out);
+    std::copy(out, out + (n - i), a + i);
   }
-#endif
+#else
   for (; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
+#endif
 }
 
 void add_inplace(float* a, const float* b, int n) {

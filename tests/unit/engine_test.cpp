@@ -270,6 +270,23 @@ TEST(Engine, ForwardFailureFinishesWithError) {
   wait_until_idle(engine);
 }
 
+// A request whose logits the sampler refuses (all NaN) fails alone; the engine goes on serving.
+TEST(Engine, SamplerErrorFailsTheRequestNotTheEngine) {
+  FakeModel model;
+  model.set_nan_logits(true);
+  Engine engine(model, small_options());
+  Collector bad;
+  engine.submit(greedy({kBos, letter('a')}, 5), bad.callback());
+  const GenerationEvent& done = bad.wait();
+  EXPECT_EQ(done.finish_reason, FinishReason::Error);
+  EXPECT_NE(done.error.find("NaN"), std::string::npos) << done.error;
+  model.set_nan_logits(false);
+  Collector good;
+  engine.submit(greedy({kBos, letter('a')}, 3), good.callback());
+  EXPECT_EQ(good.wait().finish_reason, FinishReason::Length);
+  EXPECT_EQ(good.text(), "bcd");
+}
+
 TEST(Engine, ShutdownCancelsEverything) {
   FakeModel model;
   model.hold();

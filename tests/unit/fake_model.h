@@ -3,6 +3,8 @@
 // Forward calls can be held at a gate so tests control exactly what is queued meanwhile.
 #pragma once
 
+#include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -76,6 +78,11 @@ class FakeModel : public Model {
       float* k = kv.keys(t.seq, 0, t.pos, &n);  // throws unless reserved
       *k = static_cast<float>(t.token);
       if (!t.want_logits) continue;
+      if (nan_logits_) {
+        for (int i = 0; i < n_vocab; ++i) logits[i] = std::nanf("");
+        logits += n_vocab;
+        continue;
+      }
       for (int i = 0; i < n_vocab; ++i) logits[i] = 0.0f;
       logits[next(t.token)] = 10.0f;
       logits[(next(t.token) + 1) % n_vocab] = 5.0f;
@@ -118,6 +125,8 @@ class FakeModel : public Model {
     std::lock_guard lock(mutex_);
     fail_ = true;
   }
+  // Every logit NaN (what the sampler refuses) until switched off again.
+  void set_nan_logits(bool on) { nan_logits_ = on; }
   int forward_calls() const {
     std::lock_guard lock(mutex_);
     return forward_calls_;
@@ -134,6 +143,7 @@ class FakeModel : public Model {
   std::condition_variable cv_;
   bool hold_ = false;
   bool fail_ = false;
+  std::atomic<bool> nan_logits_{false};
   int permits_ = 0;
   int forward_calls_ = 0;
   int max_seqs_in_batch_ = 0;

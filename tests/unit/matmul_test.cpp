@@ -47,6 +47,33 @@ TEST(MatmulTest, AllTypesOddShapes) {
   }
 }
 
+// A token's result must not depend on the other tokens of the call (decode of one sequence,
+// batched decode, prefill chunks and a recompute after preemption all give the same bits).
+TEST(MatmulTest, FloatTokenResultDoesNotDependOnTheOtherTokens) {
+  std::mt19937 rng(15);
+  ThreadPool two(2);
+  constexpr int kTokens = 11;
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {40, 2048}) {
+      const int64_t rows = 70;
+      const Weights w = make_weights(type, rows, cols, rng);
+      const std::vector<float> x = random_acts(kTokens * cols, rng);
+      std::vector<float> alone(kTokens * rows);
+      for (int t = 0; t < kTokens; ++t) {
+        matmul(w.view, x.data() + t * cols, 1, alone.data() + t * rows, two);
+      }
+      for (int n : {2, 3, 4, 5, 11}) {
+        std::vector<float> y(n * rows);
+        matmul(w.view, x.data(), n, y.data(), two);
+        for (int i = 0; i < n * rows; ++i) {
+          ASSERT_EQ(y[i], alone[i]) << dtype_name(type) << " cols " << cols << " batch " << n
+                                    << " token " << i / rows << " row " << i % rows;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatmulTest, FloatRowsNotMultipleOfVectorWidth) {
   std::mt19937 rng(2);
   ThreadPool three(3);

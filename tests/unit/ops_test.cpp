@@ -97,6 +97,21 @@ TEST(OpsTest, SiluMul) {
   }
 }
 
+// The FFN of a batch is one flat array, so where an element falls (in a full vector or a tail)
+// must not change its result: each token's slice alone gives the same bits as the whole.
+TEST(OpsTest, SiluMulResultDoesNotDependOnTheElementsPosition) {
+  constexpr int kRow = 172, kRows = 3;  // stories260K's FFN width: not a multiple of 8
+  const auto a = random_vec(kRow * kRows, 5, 4.0f);
+  const auto b = random_vec(kRow * kRows, 6);
+  auto whole = a;
+  silu_mul(whole.data(), b.data(), kRow * kRows);
+  for (int r = 0; r < kRows; ++r) {
+    std::vector<float> row(a.begin() + r * kRow, a.begin() + (r + 1) * kRow);
+    silu_mul(row.data(), b.data() + r * kRow, kRow);
+    for (int i = 0; i < kRow; ++i) ASSERT_EQ(row[i], whole[r * kRow + i]) << r << " " << i;
+  }
+}
+
 TEST(OpsTest, AddDotAxpy) {
   for (int n : kLengths) {
     const auto a = random_vec(n, n);
