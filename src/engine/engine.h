@@ -70,7 +70,8 @@ struct SubmitResult {
 
 class Engine {
  public:
-  // `model` must outlive the engine. Starts the engine thread.
+  // `model` must outlive the engine, and no other engine may run it at the same time (the forward
+  // pass keeps its scratch buffers in the model). Starts the engine thread.
   Engine(Model& model, EngineOptions options);
   ~Engine();  // cancels everything still running and joins the thread
   Engine(const Engine&) = delete;
