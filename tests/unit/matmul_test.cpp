@@ -19,6 +19,8 @@ namespace k25 {
 namespace {
 
 using testing::check_matmul;
+using testing::expect_batch_matches_lone;
+using testing::lone_products;
 using testing::make_weights;
 using testing::Weights;
 
@@ -58,18 +60,8 @@ TEST(MatmulTest, FloatTokenResultDoesNotDependOnTheOtherTokens) {
       const int64_t rows = 70;
       const Weights w = make_weights(type, rows, cols, rng);
       const std::vector<float> x = random_acts(kTokens * cols, rng);
-      std::vector<float> alone(kTokens * rows);
-      for (int t = 0; t < kTokens; ++t) {
-        matmul(w.view, x.data() + t * cols, 1, alone.data() + t * rows, two);
-      }
-      for (int n : {2, 3, 4, 5, 11}) {
-        std::vector<float> y(n * rows);
-        matmul(w.view, x.data(), n, y.data(), two);
-        for (int i = 0; i < n * rows; ++i) {
-          ASSERT_EQ(y[i], alone[i]) << dtype_name(type) << " cols " << cols << " batch " << n
-                                    << " token " << i / rows << " row " << i % rows;
-        }
-      }
+      const std::vector<float> alone = lone_products(w.view, x, kTokens, two);
+      for (int n : {2, 3, 4, 5, 11}) expect_batch_matches_lone(w.view, x, alone, 0, n, two);
     }
   }
 }

@@ -77,4 +77,31 @@ inline void check_matmul(const Weights& w, const std::vector<float>& x, int n_to
   }
 }
 
+// Each of x's tokens multiplied alone (one token per call).
+inline std::vector<float> lone_products(const TensorView& w, const std::vector<float>& x,
+                                        int n_tokens, ThreadPool& pool) {
+  const int64_t rows = w.n_rows(), cols = w.row_length();
+  std::vector<float> alone(n_tokens * rows);
+  for (int t = 0; t < n_tokens; ++t) {
+    matmul(w, x.data() + t * cols, 1, alone.data() + t * rows, pool);
+  }
+  return alone;
+}
+
+// Batch invariance: tokens [t0, t0 + n) of x in one call give bitwise the lone products.
+inline void expect_batch_matches_lone(const TensorView& w, const std::vector<float>& x,
+                                      const std::vector<float>& alone, int t0, int n,
+                                      ThreadPool& pool) {
+  const int64_t rows = w.n_rows(), cols = w.row_length();
+  std::vector<float> y(n * rows);
+  matmul(w, x.data() + t0 * cols, n, y.data(), pool);
+  for (int t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(y[t * rows + r], alone[(t0 + t) * rows + r])
+          << dtype_name(w.type) << " cols " << cols << " batch of " << n << " from token " << t0
+          << ": token " << t << " row " << r;
+    }
+  }
+}
+
 }  // namespace k25::testing

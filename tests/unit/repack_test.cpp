@@ -125,21 +125,10 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
       const int64_t rows = 70;
       const Matrix m = make_matrix(type, rows, cols, rng);
       const std::vector<float> x = random_acts(kTokens * cols, rng);
-      std::vector<float> alone(kTokens * rows);
-      for (int t = 0; t < kTokens; ++t) {
-        matmul(m.view, x.data() + t * cols, 1, alone.data() + t * rows, two);
-      }
+      const std::vector<float> alone = testing::lone_products(m.view, x, kTokens, two);
       for (int t0 : {0, 3}) {
         for (int n : {2, 3, 4, 7, 8, 9, 15, 16, 17, 31, 37}) {
-          std::vector<float> y(n * rows);
-          matmul(m.view, x.data() + t0 * cols, n, y.data(), two);
-          for (int t = 0; t < n; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              ASSERT_EQ(y[t * rows + r], alone[(t0 + t) * rows + r])
-                  << dtype_name(type) << " cols " << cols << " batch of " << n << " from token "
-                  << t0 << ": token " << t << " row " << r;
-            }
-          }
+          testing::expect_batch_matches_lone(m.view, x, alone, t0, n, two);
         }
       }
       // Prefill on weights that were not repacked at load (repacked on the fly) is the same
