@@ -164,17 +164,20 @@ int run_tokenize(const std::string& model_path, const std::string& prompt, bool 
 }  // namespace
 
 int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
-                      const std::vector<int>& n_parallel, int ubatch, int threads, bool json_out) {
+                      const std::vector<int>& n_parallel, int ubatch, int threads, int l1_window,
+                      bool json_out) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
   if (!json_out) {
-    std::printf("| %6s | %6s | %4s | %8s | %10s | %8s | %10s |\n", "PP", "TG", "B", "T_PP s",
+    std::printf("| %6s | %6s | %4s | %8s | %10s | %8s | %10s |", "PP", "TG", "B", "T_PP s",
                 "S_PP t/s", "T_TG s", "S_TG t/s");
+    if (l1_window > 0) std::printf(" %6s |", "L1 hit");
+    std::printf("\n");
   }
   json rows = json::array();
   for (int pl : n_parallel) {
     const k25::BatchedBenchResult r =
-        k25::run_batched_bench(*model, {n_prompt, n_generate, pl}, pool, ubatch);
+        k25::run_batched_bench(*model, {n_prompt, n_generate, pl, l1_window}, pool, ubatch);
     if (json_out) {
       rows.push_back({{"pp", n_prompt},
                       {"tg", n_generate},
@@ -183,9 +186,15 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
                       {"speed_pp", r.prefill_tokens_per_s()},
                       {"t_tg", r.decode_s},
                       {"speed_tg", r.decode_tokens_per_s()}});
+      if (l1_window > 0) {
+        rows.back()["l1_cache_size"] = l1_window;
+        rows.back()["l1_hit_share"] = r.l1_hit_share;
+      }
     } else {
-      std::printf("| %6d | %6d | %4d | %8.3f | %10.2f | %8.3f | %10.2f |\n", n_prompt, n_generate,
-                  pl, r.prefill_s, r.prefill_tokens_per_s(), r.decode_s, r.decode_tokens_per_s());
+      std::printf("| %6d | %6d | %4d | %8.3f | %10.2f | %8.3f | %10.2f |", n_prompt, n_generate, pl,
+                  r.prefill_s, r.prefill_tokens_per_s(), r.decode_s, r.decode_tokens_per_s());
+      if (l1_window > 0) std::printf(" %5.1f%% |", 100 * r.l1_hit_share);
+      std::printf("\n");
       std::fflush(stdout);
     }
   }
@@ -242,7 +251,7 @@ int main(int argc, char** argv) {
 
   int n_prompt = 128, n_generate = 128;
   std::vector<int> n_parallel = {1, 4, 8, 16, 24};
-  int ubatch = 2048;
+  int ubatch = 2048, l1_window = 0;
   bool bench_json = false;
   auto* bb = app.add_subcommand(
       "batched-bench", "prefill and batched-decode throughput (llama-batched-bench's method)");
@@ -255,6 +264,9 @@ int main(int argc, char** argv) {
   bb->add_option("--ubatch", ubatch, "most tokens per prefill forward call (micro-task size)")
       ->capture_default_str();
   bb->add_option("-t,--threads", threads)->capture_default_str();
+  bb->add_option("--l1-cache-size", l1_window,
+                 "L1 KV window: newest positions per sequence read from a ring; 0 = no L1")
+      ->capture_default_str();
   bb->add_flag("--json", bench_json, "print one JSON array");
 
   CLI11_PARSE(app, argc, argv);
@@ -271,7 +283,7 @@ int main(int argc, char** argv) {
     if (*lg) return run_logits(model, text, top, threads);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
     if (*bb)
-      return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads,
+      return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads, l1_window,
                                bench_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

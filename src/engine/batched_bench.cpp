@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "kv/l1_window_cache.h"
 #include "kv/paged_kv_cache.h"
 #include "util/error.h"
 
@@ -21,6 +23,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   if (c.n_prompt < 1 || c.n_generate < 1 || c.n_parallel < 1 || max_batch_tokens < 1) {
     fail("batched bench: prompt, generate, parallel and batch sizes must be >= 1");
   }
+  if (c.l1_window < 0) fail("batched bench: L1 window ", c.l1_window, " < 0");
   if (n_positions > config.context_length) {
     fail("batched bench: ", c.n_prompt, " + ", c.n_generate, " tokens exceed the context (",
          config.context_length, ")");
@@ -30,7 +33,11 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   const size_t pages =
       static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
   const size_t page_bytes = PagePool::page_bytes_for({page_tokens, config.n_layers, kv_dim});
-  PagedKvCache kv(config.n_layers, kv_dim, config.context_length, pages * page_bytes, page_tokens);
+  PagedKvCache paged(config.n_layers, kv_dim, config.context_length, pages * page_bytes,
+                     page_tokens);
+  std::optional<L1WindowKvCache> l1;
+  if (c.l1_window > 0) l1.emplace(paged, config.n_layers, kv_dim, c.l1_window);
+  KvCache& kv = l1 ? static_cast<KvCache&>(*l1) : paged;
 
   // Any valid tokens do: the cost of a forward pass does not depend on which.
   auto token_at = [&](int seq, int pos) {
@@ -54,6 +61,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   }
   result.prefill_s = seconds_since(prefill_start);
 
+  if (l1) l1->reset_hit_counts();
   const auto decode_start = std::chrono::steady_clock::now();
   for (int step = 0; step < c.n_generate; ++step) {
     batch.clear();
@@ -63,6 +71,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
     model.forward(batch, kv, logits.data(), pool, plan);
   }
   result.decode_s = seconds_since(decode_start);
+  if (l1) result.l1_hit_share = l1->hit_share();
   return result;
 }
 

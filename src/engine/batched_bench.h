@@ -2,7 +2,7 @@
 // can be compared side by side: `n_parallel` sequences each prefill `n_prompt` tokens (one
 // batch, cut into chunks of at most `max_batch_tokens`), then decode `n_generate` steps in which
 // every sequence adds one token (one forward call of n_parallel tokens per step). The KV cache
-// is the engine's paged one.
+// is the engine's paged one, read through an L1 window (L1WindowKvCache) when l1_window > 0.
 #pragma once
 
 #include <vector>
@@ -15,12 +15,14 @@ struct BatchedBenchCase {
   int n_prompt = 128;
   int n_generate = 128;
   int n_parallel = 1;
+  int l1_window = 0;  // L1 ring positions per sequence; 0: no L1 tier
 };
 
 struct BatchedBenchResult {
   BatchedBenchCase c;
-  double prefill_s = 0;  // all n_parallel * n_prompt prompt tokens
-  double decode_s = 0;   // all n_generate steps
+  double prefill_s = 0;     // all n_parallel * n_prompt prompt tokens
+  double decode_s = 0;      // all n_generate steps
+  double l1_hit_share = 0;  // of the keys the decode steps read, the share the L1 ring served
   double prefill_tokens_per_s() const { return c.n_parallel * double(c.n_prompt) / prefill_s; }
   double decode_tokens_per_s() const { return c.n_parallel * double(c.n_generate) / decode_s; }
 };

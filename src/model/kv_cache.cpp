@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "util/error.h"
 
@@ -10,6 +11,13 @@ namespace {
 // Buffers grow by this many positions at least, so a decode step rarely reallocates.
 constexpr int kGrowthPositions = 256;
 }  // namespace
+
+void KvCache::store(int seq, int layer, int pos, const float* k, const float* v, int kv_dim) {
+  int run = 0;
+  const size_t bytes = static_cast<size_t>(kv_dim) * sizeof(float);
+  std::memcpy(keys(seq, layer, pos, &run), k, bytes);
+  std::memcpy(values(seq, layer, pos, &run), v, bytes);
+}
 
 ContiguousKvCache::ContiguousKvCache(int n_layers, int kv_dim, int max_positions)
     : n_layers_(n_layers), kv_dim_(kv_dim), max_positions_(max_positions) {}

@@ -19,6 +19,10 @@ class KvCache {
   // floats apart. pos must be < the reserved length.
   virtual float* keys(int seq, int layer, int pos, int* n_contiguous) = 0;
   virtual float* values(int seq, int layer, int pos, int* n_contiguous) = 0;
+  // Writes the K and V rows (kv_dim floats each) of reserved position `pos`. The forward pass
+  // writes every row through here. The default copies them through keys()/values(); a tier that
+  // keeps a second copy of recent rows (L1WindowKvCache) overrides it to write both.
+  virtual void store(int seq, int layer, int pos, const float* k, const float* v, int kv_dim);
 };
 
 // One growable buffer per (sequence, layer): memory follows the longest position reserved,

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -130,11 +129,8 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
     const BatchToken& bt = batch[t];
     if (!kv_only) rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
     rope(k_.data() + t * kv_dim, c.n_kv_heads, bt.pos);
-    int run = 0;
-    std::memcpy(kv.keys(bt.seq, layer, bt.pos, &run), k_.data() + t * kv_dim,
-                kv_dim * sizeof(float));
-    std::memcpy(kv.values(bt.seq, layer, bt.pos, &run), v_.data() + t * kv_dim,
-                kv_dim * sizeof(float));
+    kv.store(bt.seq, layer, bt.pos, k_.data() + t * kv_dim, v_.data() + t * kv_dim,
+             static_cast<int>(kv_dim));
   }
 
   if (kv_only) return;

@@ -1,0 +1,167 @@
+#include "kv/l1_window_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+constexpr size_t kAlignment = 64;  // attention reads rows with SIMD loads
+constexpr size_t kAlignmentFloats = kAlignment / sizeof(float);
+// Threads that get their own hit counter slot; later threads share one more slot.
+constexpr int kCountSlots = 32;
+
+// A process-wide slot per thread, handed out in order of first use. A thread with a slot below
+// kCountSlots is its only writer in every cache, so it may add without a locked instruction.
+int thread_slot() {
+  static std::atomic<int> next{0};
+  thread_local const int slot = [] {
+    const int n = next.fetch_add(1, std::memory_order_relaxed);
+    return n >= 0 && n < kCountSlots ? n : kCountSlots;
+  }();
+  return slot;
+}
+
+}  // namespace
+
+void L1WindowKvCache::FreeAligned::operator()(float* p) const {
+  ::operator delete (p, std::align_val_t{kAlignment});
+}
+
+L1WindowKvCache::L1WindowKvCache(KvCache& inner, int n_layers, int kv_dim, int window)
+    : inner_(inner),
+      n_layers_(n_layers),
+      kv_dim_(kv_dim),
+      window_(window),
+      counts_(new HitCounts[kCountSlots + 1]) {
+  if (n_layers < 1 || kv_dim < 1 || window < 1) {
+    fail("L1 KV window: layers (", n_layers, "), kv_dim (", kv_dim, ") and window (", window,
+         ") must be positive");
+  }
+  const size_t floats = static_cast<size_t>(window) * kv_dim;
+  block_floats_ = (floats + kAlignmentFloats - 1) / kAlignmentFloats * kAlignmentFloats;
+}
+
+L1WindowKvCache::~L1WindowKvCache() = default;
+
+void L1WindowKvCache::reserve(int seq, int n_positions) {
+  inner_.reserve(seq, n_positions);
+}
+
+void L1WindowKvCache::clear(int seq) {
+  inner_.clear(seq);
+  if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size()) sequences_[seq] = Sequence{};
+}
+
+float* L1WindowKvCache::block(Sequence& s, int layer, bool value) const {
+  return s.ring.get() + (static_cast<size_t>(layer) * 2 + (value ? 1 : 0)) * block_floats_;
+}
+
+void L1WindowKvCache::count(bool in_ring, int n) {
+  const int slot = thread_slot();
+  std::atomic<uint64_t>& counter = in_ring ? counts_[slot].ring : counts_[slot].inner;
+  if (slot < kCountSlots) {
+    counter.store(counter.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  } else {
+    counter.fetch_add(n, std::memory_order_relaxed);
+  }
+}
+
+float* L1WindowKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) {
+  int below_ring = -1;  // the ring's first position when pos is older than it
+  if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && layer >= 0 && layer < n_layers_) {
+    Sequence& s = sequences_[seq];
+    if (s.ring) {
+      const Range r = s.ranges[layer];
+      if (pos >= r.lo && pos < r.hi) {
+        const int slot = pos % window_;
+        *n_contiguous = std::min(window_ - slot, r.hi - pos);
+        if (!value) count(true, *n_contiguous);
+        return block(s, layer, value) + static_cast<size_t>(slot) * kv_dim_;
+      }
+      if (pos < r.lo) below_ring = r.lo;
+    }
+  }
+  float* p = value ? inner_.values(seq, layer, pos, n_contiguous)
+                   : inner_.keys(seq, layer, pos, n_contiguous);
+  if (below_ring >= 0) *n_contiguous = std::min(*n_contiguous, below_ring - pos);
+  if (!value) count(false, *n_contiguous);
+  return p;
+}
+
+float* L1WindowKvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, false, n_contiguous);
+}
+
+float* L1WindowKvCache::values(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, true, n_contiguous);
+}
+
+void L1WindowKvCache::store(int seq, int layer, int pos, const float* k, const float* v,
+                            int kv_dim) {
+  if (kv_dim != kv_dim_) fail("L1 KV window: row of ", kv_dim, " floats, expected ", kv_dim_);
+  if (seq < 0 || layer < 0 || layer >= n_layers_) {
+    fail("L1 KV window: sequence ", seq, " layer ", layer, " is not a valid row (", n_layers_,
+         " layers)");
+  }
+  inner_.store(seq, layer, pos, k, v, kv_dim);  // throws for an unreserved position
+  if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
+  Sequence& s = sequences_[seq];
+  if (!s.ring) {
+    const size_t bytes = 2 * static_cast<size_t>(n_layers_) * block_floats_ * sizeof(float);
+    s.ring.reset(static_cast<float*>(::operator new (bytes, std::align_val_t{kAlignment})));
+    s.ranges.assign(n_layers_, Range{});
+  }
+  Range& r = s.ranges[layer];
+  if (pos == r.hi && r.lo < r.hi) {
+    r.hi = pos + 1;  // the newest position: evicts pos - window when the ring is full
+    r.lo = std::max(r.lo, r.hi - window_);
+  } else if (pos < r.lo || pos >= r.hi) {
+    if (pos < r.lo && r.lo < r.hi) return;  // older than the ring: the inner cache holds it
+    r = {pos, pos + 1};                     // a first row or a gap: the ring restarts at pos
+  }
+  const size_t offset = static_cast<size_t>(pos % window_) * kv_dim_;
+  std::memcpy(block(s, layer, false) + offset, k, kv_dim * sizeof(float));
+  std::memcpy(block(s, layer, true) + offset, v, kv_dim * sizeof(float));
+}
+
+uint64_t L1WindowKvCache::ring_positions_served() const {
+  uint64_t n = 0;
+  for (int i = 0; i <= kCountSlots; ++i) n += counts_[i].ring.load(std::memory_order_relaxed);
+  return n;
+}
+
+uint64_t L1WindowKvCache::positions_served() const {
+  uint64_t n = 0;
+  for (int i = 0; i <= kCountSlots; ++i) {
+    n += counts_[i].ring.load(std::memory_order_relaxed) +
+         counts_[i].inner.load(std::memory_order_relaxed);
+  }
+  return n;
+}
+
+double L1WindowKvCache::hit_share() const {
+  const uint64_t all = positions_served();
+  return all == 0 ? 0.0 : static_cast<double>(ring_positions_served()) / static_cast<double>(all);
+}
+
+void L1WindowKvCache::reset_hit_counts() {
+  for (int i = 0; i <= kCountSlots; ++i) {
+    counts_[i].ring.store(0, std::memory_order_relaxed);
+    counts_[i].inner.store(0, std::memory_order_relaxed);
+  }
+}
+
+size_t L1WindowKvCache::bytes_used() const {
+  size_t n = 0;
+  for (const Sequence& s : sequences_) {
+    if (s.ring) n += 2 * static_cast<size_t>(n_layers_) * block_floats_ * sizeof(float);
+  }
+  return n;
+}
+
+}  // namespace k25

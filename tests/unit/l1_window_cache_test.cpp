@@ -1,0 +1,337 @@
+#include "kv/l1_window_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/batched_bench.h"
+#include "kv/paged_kv_cache.h"
+#include "model/model.h"
+#include "test_paths.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+constexpr int kLayers = 2, kKvDim = 5, kPageTokens = 3;
+
+// A value that names its (sequence, layer, K/V, position, element) slot; `version` tells a row
+// from a rewrite of it.
+float tag(int seq, int layer, bool value, int pos, int i, int version = 0) {
+  return static_cast<float>(
+      ((((version * 4 + seq) * 8 + layer) * 2 + (value ? 1 : 0)) * 1000 + pos) * 16 + i);
+}
+
+void store_row(KvCache& kv, int seq, int layer, int pos, int version = 0) {
+  float k[kKvDim], v[kKvDim];
+  for (int i = 0; i < kKvDim; ++i) {
+    k[i] = tag(seq, layer, false, pos, i, version);
+    v[i] = tag(seq, layer, true, pos, i, version);
+  }
+  kv.store(seq, layer, pos, k, v, kKvDim);
+}
+
+// Reads positions [0, n) run by run, as attention does, and checks every element.
+void expect_rows(KvCache& kv, int seq, int n, int version = 0) {
+  for (int layer = 0; layer < kLayers; ++layer) {
+    for (bool value : {false, true}) {
+      for (int p = 0; p < n;) {
+        int run = 0;
+        const float* row = value ? kv.values(seq, layer, p, &run) : kv.keys(seq, layer, p, &run);
+        ASSERT_GE(run, 1);
+        for (const int stop = std::min(n, p + run); p < stop; ++p, row += kKvDim) {
+          for (int i = 0; i < kKvDim; ++i) {
+            ASSERT_EQ(row[i], tag(seq, layer, value, p, i, version))
+                << "seq " << seq << " layer " << layer << " pos " << p << " value " << value;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Checks where every position [0, hi) of `seq` is served from after positions were stored in
+// order up to hi - 1, the ring starting at `first_stored`: the newest `window` stored ones from
+// the ring, in runs that end at the wrap point or hi, the rest from the inner cache, in runs
+// that stop at the ring's first position.
+void expect_runs(L1WindowKvCache& l1, KvCache& inner, int seq, int window, int first_stored,
+                 int hi) {
+  const int lo = std::max(first_stored, hi - window);
+  for (int layer = 0; layer < kLayers; ++layer) {
+    for (bool value : {false, true}) {
+      for (int p = 0; p < hi; ++p) {
+        int run = 0, inner_run = 0;
+        const float* row = value ? l1.values(seq, layer, p, &run) : l1.keys(seq, layer, p, &run);
+        const float* inner_row =
+            value ? inner.values(seq, layer, p, &inner_run) : inner.keys(seq, layer, p, &inner_run);
+        SCOPED_TRACE("window " + std::to_string(window) + " hi " + std::to_string(hi) + " pos " +
+                     std::to_string(p) + " layer " + std::to_string(layer));
+        if (p >= lo) {
+          EXPECT_NE(row, inner_row) << "the ring serves the newest positions";
+          EXPECT_EQ(run, std::min(window - p % window, hi - p));
+          if (p % window == 0) {
+            EXPECT_EQ(reinterpret_cast<uintptr_t>(row) % 64, 0u) << "ring blocks are aligned";
+          }
+        } else {
+          EXPECT_EQ(row, inner_row);
+          EXPECT_EQ(run, std::min(inner_run, lo - p)) << "an inner run stops at the ring";
+        }
+      }
+    }
+  }
+}
+
+TEST(L1WindowKvCache, RowsRoundTripThroughTheWindowAndBelowIt) {
+  for (int window : {1, 2, 5, 16}) {
+    PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+    L1WindowKvCache l1(paged, kLayers, kKvDim, window);
+    l1.reserve(0, 40);
+    for (int pos = 0; pos < 23; ++pos) {
+      for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
+      expect_runs(l1, paged, 0, window, 0, pos + 1);
+      expect_rows(l1, 0, pos + 1);
+    }
+    expect_rows(paged, 0, 23);  // write-through: the pages hold every position
+  }
+}
+
+TEST(L1WindowKvCache, OverAContiguousCache) {
+  ContiguousKvCache contiguous(kLayers, kKvDim, 100);
+  L1WindowKvCache l1(contiguous, kLayers, kKvDim, 4);
+  l1.reserve(0, 10);
+  for (int pos = 0; pos < 10; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
+  }
+  expect_runs(l1, contiguous, 0, 4, 0, 10);
+  expect_rows(l1, 0, 10);
+  expect_rows(contiguous, 0, 10);
+}
+
+TEST(L1WindowKvCache, PositionsNotStoredThroughItComeFromTheInnerCache) {
+  PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+  L1WindowKvCache l1(paged, kLayers, kKvDim, 8);
+  paged.reserve(0, 30);
+  // Rows 0..9 as if adopted from the prefix cache: written to the pages, not through l1.
+  for (int pos = 0; pos < 10; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(paged, 0, layer, pos);
+  }
+  for (int pos = 10; pos < 13; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
+  }
+  expect_runs(l1, paged, 0, 8, 10, 13);
+  expect_rows(l1, 0, 13);
+
+  // A rewrite inside the ring reaches both copies; one older than the ring only the pages.
+  for (int layer = 0; layer < kLayers; ++layer) {
+    for (int pos = 0; pos < 13; ++pos) store_row(l1, 0, layer, pos, 1);
+  }
+  expect_runs(l1, paged, 0, 8, 10, 13);
+  expect_rows(l1, 0, 13, 1);
+  expect_rows(paged, 0, 13, 1);
+
+  // A gap (positions 13 and 14 never stored) restarts the ring at the next stored position.
+  for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, 15, 1);
+  expect_runs(l1, paged, 0, 8, 15, 16);
+}
+
+TEST(L1WindowKvCache, LayersKeepTheirOwnWindow) {
+  PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+  L1WindowKvCache l1(paged, kLayers, kKvDim, 4);
+  l1.reserve(0, 10);
+  for (int pos = 0; pos < 6; ++pos) store_row(l1, 0, 0, pos);  // layer 1 skipped (a plan)
+  for (int pos = 0; pos < 6; ++pos) {
+    int run = 0, inner_run = 0;
+    EXPECT_EQ(l1.keys(0, 1, pos, &run), paged.keys(0, 1, pos, &inner_run)) << pos;
+    EXPECT_EQ(run, inner_run);
+  }
+  int run = 0, inner_run = 0;
+  EXPECT_NE(l1.keys(0, 0, 5, &run), paged.keys(0, 0, 5, &inner_run));
+}
+
+TEST(L1WindowKvCache, InterleavedSequencesKeepSeparateRings) {
+  PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+  L1WindowKvCache l1(paged, kLayers, kKvDim, 5);
+  EXPECT_EQ(l1.bytes_used(), 0u) << "rings are allocated on first store";
+  for (int pos = 0; pos < 12; ++pos) {
+    for (int seq : {0, 3}) {
+      l1.reserve(seq, pos + 1);
+      for (int layer = 0; layer < kLayers; ++layer) store_row(l1, seq, layer, pos);
+    }
+  }
+  EXPECT_GT(l1.bytes_used(), 0u);
+  const size_t two_rings = l1.bytes_used();
+  for (int seq : {0, 3}) {
+    expect_runs(l1, paged, seq, 5, 0, 12);
+    expect_rows(l1, seq, 12);
+  }
+  l1.clear(0);
+  EXPECT_EQ(l1.bytes_used(), two_rings / 2) << "clear frees the ring";
+  EXPECT_EQ(paged.page_table(0).size(), 0u) << "clear reaches the inner cache";
+  expect_rows(l1, 3, 12);
+}
+
+TEST(L1WindowKvCache, ClearResetsTheRing) {
+  PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+  L1WindowKvCache l1(paged, kLayers, kKvDim, 4);
+  l1.reserve(0, 10);
+  for (int pos = 0; pos < 10; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
+  }
+  l1.clear(0);
+  EXPECT_EQ(l1.bytes_used(), 0u);
+  int run = 0;
+  EXPECT_THROW(l1.keys(0, 0, 0, &run), Error) << "nothing reserved after clear";
+  // The new sequence's rows come from the pages until stored through l1 again.
+  paged.reserve(0, 10);
+  for (int pos = 0; pos < 10; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(paged, 0, layer, pos, 2);
+  }
+  for (int pos = 0; pos < 10; ++pos) {
+    int run = 0, inner_run = 0;
+    EXPECT_EQ(l1.values(0, 1, pos, &run), paged.values(0, 1, pos, &inner_run)) << pos;
+    EXPECT_EQ(run, inner_run);
+  }
+  expect_rows(l1, 0, 10, 2);
+}
+
+TEST(L1WindowKvCache, RejectsBadShapesAndRows) {
+  PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
+  EXPECT_THROW(L1WindowKvCache(paged, kLayers, kKvDim, 0), Error);
+  EXPECT_THROW(L1WindowKvCache(paged, 0, kKvDim, 4), Error);
+  L1WindowKvCache l1(paged, kLayers, kKvDim, 4);
+  const float row[kKvDim + 1] = {};
+  EXPECT_THROW(l1.store(0, 0, 0, row, row, kKvDim), Error) << "position not reserved";
+  l1.reserve(0, 2);
+  EXPECT_THROW(l1.store(0, 0, 0, row, row, kKvDim + 1), Error);
+  EXPECT_THROW(l1.store(0, kLayers, 0, row, row, kKvDim), Error);
+  EXPECT_THROW(l1.store(-1, 0, 0, row, row, kKvDim), Error);
+  EXPECT_EQ(l1.bytes_used(), 0u) << "a failed store allocates nothing";
+}
+
+// Window 4 over pages of 3, positions 0..9 stored: attention's walk over [0, 10) reads pages
+// [0, 3) and [3, 6) (clipped at the ring's first position 6) from the pool, then ring slots 2..3
+// (positions 6, 7, up to the wrap point) and slots 0..1 (positions 8, 9): 4 of 10 from the ring.
+TEST(L1WindowKvCache, HitShareCountsPositionsPerKeysCall) {
+  PagedKvCache paged(1, kKvDim, 100, 1 << 20, kPageTokens);
+  L1WindowKvCache l1(paged, 1, kKvDim, 4);
+  EXPECT_EQ(l1.hit_share(), 0.0);
+  l1.reserve(0, 10);
+  const float row[kKvDim] = {};
+  for (int pos = 0; pos < 10; ++pos) l1.store(0, 0, pos, row, row, kKvDim);
+  std::vector<int> runs;
+  for (int p = 0; p < 10;) {
+    int run = 0, value_run = 0;
+    l1.keys(0, 0, p, &run);
+    l1.values(0, 0, p, &value_run);  // values are not counted again
+    EXPECT_EQ(run, value_run);
+    runs.push_back(run);
+    p += run;
+  }
+  EXPECT_EQ(runs, (std::vector<int>{3, 3, 2, 2}));
+  EXPECT_EQ(l1.ring_positions_served(), 4u);
+  EXPECT_EQ(l1.positions_served(), 10u);
+  EXPECT_DOUBLE_EQ(l1.hit_share(), 0.4);
+  l1.reset_hit_counts();
+  EXPECT_EQ(l1.positions_served(), 0u);
+  EXPECT_EQ(l1.hit_share(), 0.0);
+}
+
+// Prefills every prompt (the sequences' tokens interleaved, in forward calls of at most `chunk`
+// tokens), then decodes `steps` tokens per sequence, the next token the argmax of `reference`
+// when given so that both caches see the same inputs; returns all logits in order.
+std::vector<float> run_model(Model& model, KvCache& kv,
+                             const std::vector<std::vector<TokenId>>& prompts, int chunk, int steps,
+                             const std::vector<float>* reference) {
+  ThreadPool pool(2);
+  const int n_vocab = model.config().n_vocab;
+  const int n_seq = static_cast<int>(prompts.size());
+  std::vector<BatchToken> prefill;
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (size_t i = 0; i < longest; ++i) {
+    for (int s = 0; s < n_seq; ++s) {
+      if (i < prompts[s].size()) prefill.push_back({prompts[s][i], static_cast<int>(i), s, true});
+    }
+  }
+  std::vector<float> all(prefill.size() * n_vocab);
+  std::vector<size_t> last_row(n_seq);
+  for (size_t first = 0; first < prefill.size(); first += chunk) {
+    const size_t stop = std::min(prefill.size(), first + chunk);
+    const std::vector<BatchToken> batch(prefill.begin() + first, prefill.begin() + stop);
+    model.forward(batch, kv, all.data() + first * n_vocab, pool);
+    for (size_t r = first; r < stop; ++r) last_row[prefill[r].seq] = r;
+  }
+  std::vector<int> length(n_seq);
+  for (int s = 0; s < n_seq; ++s) length[s] = static_cast<int>(prompts[s].size());
+  for (int step = 0; step < steps; ++step) {
+    const std::vector<float>& source = reference ? *reference : all;
+    std::vector<BatchToken> decode;
+    for (int s = 0; s < n_seq; ++s) {
+      const float* row = source.data() + last_row[s] * n_vocab;
+      const TokenId next = static_cast<TokenId>(std::max_element(row, row + n_vocab) - row);
+      decode.push_back({next, length[s]++, s, true});
+    }
+    const size_t first = all.size() / n_vocab;
+    all.resize(all.size() + decode.size() * n_vocab);
+    model.forward(decode, kv, all.data() + first * n_vocab, pool);
+    for (int s = 0; s < n_seq; ++s) last_row[s] = first + s;
+  }
+  return all;
+}
+
+// Reading the newest positions from the ring changes where attention finds them, not what it
+// computes: the logits are bit for bit those of the pages alone.
+TEST(L1WindowKvCache, ModelLogitsEqualThePagedCacheBitForBit) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
+  const ModelConfig& c = model->config();
+  const Tokenizer& tok = model->tokenizer();
+  std::string long_text;
+  for (int i = 0; i < 12; ++i) long_text += "Once upon a time there was a little dog named Max. ";
+  const std::vector<std::vector<TokenId>> prompts = {
+      tok.encode(long_text, true, false),
+      tok.encode("Lily and Ben went to the park and played with a big red ball", true, false)};
+  ASSERT_GT(prompts[0].size(), 128u) << "the prompt must be longer than the largest window";
+  const int steps = 20, chunk = 57;
+  ASSERT_LE(static_cast<int>(prompts[0].size()) + steps, c.context_length);
+
+  PagedKvCache reference_kv(c.n_layers, c.kv_dim(), c.context_length, 8 << 20);
+  const std::vector<float> expected =
+      run_model(*model, reference_kv, prompts, chunk, steps, nullptr);
+  for (int window : {1, 5, 16, 128}) {
+    PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 8 << 20);
+    L1WindowKvCache l1(paged, c.n_layers, c.kv_dim(), window);
+    const std::vector<float> got = run_model(*model, l1, prompts, chunk, steps, &expected);
+    ASSERT_EQ(got.size(), expected.size());
+    size_t differing = 0;
+    for (size_t i = 0; i < got.size(); ++i) differing += got[i] != expected[i] ? 1 : 0;
+    EXPECT_EQ(differing, 0u) << "window " << window;
+    EXPECT_GT(l1.ring_positions_served(), 0u) << "window " << window;
+    EXPECT_LT(l1.ring_positions_served(), l1.positions_served()) << "window " << window;
+  }
+}
+
+// The batched bench's hit share covers the decode steps only: at position p a sequence reads
+// p + 1 positions, the newest 4 from the ring, so 3 steps after a 20-token prompt give
+// (4 + 4 + 4) / (21 + 22 + 23) = 2 / 11 for every sequence.
+TEST(L1WindowKvCache, BatchedBenchReportsTheDecodeHitShare) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
+  ThreadPool pool(2);
+  BatchedBenchCase c;
+  c.n_prompt = 20;
+  c.n_generate = 3;
+  c.n_parallel = 2;
+  c.l1_window = 4;
+  EXPECT_DOUBLE_EQ(run_batched_bench(*model, c, pool).l1_hit_share, 2.0 / 11);
+  c.l1_window = 0;
+  EXPECT_EQ(run_batched_bench(*model, c, pool).l1_hit_share, 0.0);
+  c.l1_window = -1;
+  EXPECT_THROW(run_batched_bench(*model, c, pool), Error);
+}
+
+}  // namespace
+}  // namespace k25
