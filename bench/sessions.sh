@@ -15,6 +15,9 @@ usage() {
   cat <<'USAGE'
 usage: bench/sessions.sh [--bin DIR] [--peer DIR] [--out DIR] [--sessions N] [--history N]
                          [--turns N] [--think-s S] [--concurrency N] [--l2-fraction F]
+                         [--l3-idle-s S]   (k25's l3_idle_seconds; default: the server's, 60)
+                         [--k25-l2-mb MB]  (k25's constrained L2; default: the peer's cache)
+                         [--runs LIST]     (of full,l3,peer,restart; default: all)
 USAGE
 }
 
@@ -28,6 +31,9 @@ turns=3
 think=2
 concurrency=4
 fraction=0.25
+idle=()
+k25_l2_mb=
+runs=full,l3,peer,restart
 turn_tokens=32
 max_tokens=32
 while [[ $# -gt 0 ]]; do
@@ -41,6 +47,9 @@ while [[ $# -gt 0 ]]; do
     --think-s) think="$2"; shift 2 ;;
     --concurrency) concurrency="$2"; shift 2 ;;
     --l2-fraction) fraction="$2"; shift 2 ;;
+    --l3-idle-s) idle=(--l3-idle-seconds "$2"); shift 2 ;;
+    --k25-l2-mb) k25_l2_mb="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -56,8 +65,11 @@ have_peer=0
 ctx=$(( history * 5 / 4 + turns * (turn_tokens + max_tokens + 16) + 64 ))
 workload_mb=$(( sessions * (history + turns * (turn_tokens + max_tokens)) * 24 / 1024 ))
 l2_mb=$(python3 -c "print(max(64, int($workload_mb * $fraction)))")
+k25_l2_mb=${k25_l2_mb:-$l2_mb}
+wants() { [[ ",$runs," == *",$1,"* ]]; }
 echo "== sessions: $sessions x ~$history tokens of history, $turns turns, think ${think}s," \
-  "concurrency $concurrency; workload KV ~${workload_mb} MiB, constrained L2 / peer cache ${l2_mb} MiB"
+  "concurrency $concurrency; workload KV ~${workload_mb} MiB, constrained L2 ${k25_l2_mb} MiB," \
+  "peer cache ${l2_mb} MiB"
 
 bench() {  # name url pid turns
   "$bin/k25-bench" --url "$2" --workload sessions --sessions "$sessions" --turns "$4" \
@@ -89,32 +101,38 @@ stop() { kill "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; }
 trap 'kill $pid 2> /dev/null || true' EXIT
 l3="$out/sessions-l3"
 
-echo "-- k25, L2 holds everything ($((workload_mb * 2)) MiB)"
-start_k25 k25-sessions-full.log $((workload_mb * 2))
-bench k25-sessions-full "http://127.0.0.1:$port" "$pid" "$turns"
-stop
-echo "-- k25, L2 ${l2_mb} MiB + L3"
-rm -rf "$l3"; mkdir -p "$l3"
-start_k25 k25-sessions-l3.log "$l2_mb" --l3-enabled true --l3-device "$l3"
-bench k25-sessions-l3 "http://127.0.0.1:$port" "$pid" "$turns"
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^flash_l[23]_|^flash_prefix' || true
-stop
-if [[ $have_peer == 1 ]]; then
+if wants full; then
+  echo "-- k25, L2 holds everything ($((workload_mb * 2)) MiB)"
+  start_k25 k25-sessions-full.log $((workload_mb * 2))
+  bench k25-sessions-full "http://127.0.0.1:$port" "$pid" "$turns"
+  stop
+fi
+if wants l3; then
+  echo "-- k25, L2 ${k25_l2_mb} MiB + L3"
+  rm -rf "$l3"; mkdir -p "$l3"
+  start_k25 k25-sessions-l3.log "$k25_l2_mb" --l3-enabled true --l3-device "$l3" "${idle[@]}"
+  bench k25-sessions-l3 "http://127.0.0.1:$port" "$pid" "$turns"
+  curl -s "http://127.0.0.1:$port/metrics" | grep -E '^flash_l[23]_|^flash_prefix|^k25_kv_pages' || true
+  stop
+fi
+if [[ $have_peer == 1 ]] && wants peer; then
   echo "-- llama.cpp, --cache-ram ${l2_mb}"
   start_peer peer-sessions.log
   bench peer-sessions "http://127.0.0.1:$port" "$pid" "$turns"
   stop
 fi
 
-echo "== restart: first turns, server restarted, the same first turns again"
-rm -rf "$l3"; mkdir -p "$l3"
-start_k25 k25-restart.log "$l2_mb" --l3-enabled true --l3-device "$l3"
-bench k25-restart-before "http://127.0.0.1:$port" "$pid" 1
-stop
-start_k25 k25-restart.log "$l2_mb" --l3-enabled true --l3-device "$l3"
-bench k25-restart-after "http://127.0.0.1:$port" "$pid" 1
-stop
-if [[ $have_peer == 1 ]]; then
+if wants restart; then
+  echo "== restart: first turns, server restarted, the same first turns again"
+  rm -rf "$l3"; mkdir -p "$l3"
+  start_k25 k25-restart.log "$k25_l2_mb" --l3-enabled true --l3-device "$l3"
+  bench k25-restart-before "http://127.0.0.1:$port" "$pid" 1
+  stop
+  start_k25 k25-restart.log "$k25_l2_mb" --l3-enabled true --l3-device "$l3"
+  bench k25-restart-after "http://127.0.0.1:$port" "$pid" 1
+  stop
+fi
+if [[ $have_peer == 1 ]] && wants restart; then
   start_peer peer-restart.log
   bench peer-restart-before "http://127.0.0.1:$port" "$pid" 1
   stop

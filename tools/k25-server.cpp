@@ -121,6 +121,7 @@ int run(const k25::ServerConfig& config) {
         options.l3_page_size = static_cast<uint32_t>(config.l3_page_size);
         options.l3_capacity_bytes = static_cast<uint64_t>(config.l3_cache_size_gb * (1 << 30));
         options.l3_content_tag = model_file_tag(config.model_path);
+        options.l3_idle_seconds = config.l3_idle_seconds;
       }
       engine = std::make_unique<k25::Engine>(*model, options);
       if (!config.warmup.empty()) {

@@ -56,6 +56,15 @@ struct Engine::Sequence {
   int full_model_computed = 0;
   int cached_tokens = 0;              // prompt tokens reused from the prefix cache at admission
   std::vector<uint64_t> prefix_keys;  // chained page keys of `tokens`, extended as needed
+  // Pages of the prompt's prefix being read from L3 (R-KV2): the sequence is not scheduled until
+  // the reads complete (or time out), while the others keep computing. `restore_l2`: the
+  // prefix's leading pages found in L2, pinned meanwhile; `restore_chain`: the pages after them,
+  // fresh L2 pages the reads fill.
+  std::optional<L3RestoreId> restore;
+  std::vector<PageId> restore_l2;
+  std::vector<CachedPage> restore_chain;
+  Clock::time_point restore_deadline;
+  bool l3_asked = false;  // the prompt's pages missing in L2 were looked up in L3
   Clock::time_point submitted;
   Clock::time_point queued_since;  // submitted, or preempted last (aging while queued)
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
@@ -284,7 +293,13 @@ void Engine::wait_for_work() {
   std::unique_lock lock(mutex_);
   auto interrupted = [&] { return stopping_ || cancel_everything_ || !cancel_requests_.empty(); };
   if (seqs_.empty()) {
-    wake_.wait(lock, [&] { return interrupted() || !submitted_.empty(); });
+    const auto woken = [&] { return interrupted() || !submitted_.empty(); };
+    if (l3_ && options_.l3_idle_seconds > 0) {
+      // Idle, but cached KV may go quiet and move to L3: a step (with no sequence) does that.
+      if (!wake_.wait_for(lock, std::chrono::seconds(1), woken)) return;
+    } else {
+      wake_.wait(lock, woken);
+    }
     // Idle until now: give simultaneous arrivals a moment to share the first step (R-EB4).
     const auto deadline = Clock::now() + std::chrono::milliseconds(options_.batch_timeout_ms);
     wake_.wait_until(lock, deadline, [&] {
@@ -330,9 +345,18 @@ void Engine::expire_queued() {
   }
 }
 
-void Engine::drop_kv(Sequence& seq) {
+void Engine::drop_kv(Sequence& seq, bool preempted) {
   if (seq.kv_id < 0) return;
   publish_prefix(seq);
+  if (preempted && l3_ && !seq.plan()) {
+    const std::vector<PageId>& pages = kv_->page_table(seq.kv_id);
+    const size_t n_pages = std::min(seq.prefix_keys.size(), pages.size());
+    for (size_t i = 0; i < n_pages && prefix_->holds_page(pages[i]); ++i) {
+      const uint64_t parent = i ? seq.prefix_keys[i - 1] : prefix_->root_key();
+      l3_->spill({seq.prefix_keys[i], parent,
+                  seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens), pages[i]});
+    }
+  }
   kv_->clear(seq.kv_id);
   free_kv_ids_.push_back(seq.kv_id);
   seq.kv_id = -1;
@@ -360,33 +384,37 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   // Only KV of the full model is shared, and the last known token is always computed (its
   // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
   // a sequence never writes into a page it shares.
-  if (!prefix_ || seq.plan() || seq.kv_id >= 0) return;
+  if (!prefix_ || seq.plan() || seq.kv_id >= 0 || seq.restore) return;
   const size_t n_pages = (seq.tokens.size() - 1) / options_.kv_page_tokens;
   if (n_pages == 0) return;
   prefix_->chain_keys(seq.tokens.data(), n_pages, &seq.prefix_keys);
   std::vector<PageId> pages = prefix_->lookup(seq.prefix_keys.data(), n_pages, seq.tokens.data());
-  const bool from_l3 =
-      may_read_l3 && l3_ && pages.size() < n_pages && l3_->contains(seq.prefix_keys[pages.size()]);
-  if (from_l3) pages = restore_from_l3(seq, std::move(pages), n_pages);
+  if (may_read_l3 && l3_ && !seq.l3_asked) {
+    seq.l3_asked = true;  // the L3 hit rate's denominator counts a prompt once
+    stats_.l3_lookup_pages += n_pages - pages.size();
+  }
+  if (may_read_l3 && l3_ && pages.size() < n_pages &&
+      l3_->contains(seq.prefix_keys[pages.size()]) && begin_l3_restore(seq, pages, n_pages)) {
+    return;
+  }
+  adopt_prefix(seq, pages);
+}
+
+void Engine::adopt_prefix(Sequence& seq, const std::vector<PageId>& pages) {
   if (pages.empty()) return;
   seq.kv_id = take_kv_id();
   kv_->adopt(seq.kv_id, pages);
-  if (from_l3) {
-    for (PageId page : pages) kv_->pool().free(page);  // restore_from_l3's references
-  }
   seq.n_computed = static_cast<int>(pages.size()) * options_.kv_page_tokens;
   seq.full_model_computed = seq.n_computed;
 }
 
-std::vector<PageId> Engine::restore_from_l3(Sequence& seq, std::vector<PageId> pages,
-                                            size_t n_pages) {
+bool Engine::begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages, size_t n_pages) {
   PagePool& pool = kv_->pool();
-  for (PageId page : pages) pool.retain(page);  // not evictable while pages are found
-  const size_t in_l2 = pages.size();
+  for (PageId page : l2_pages) pool.retain(page);  // not evictable while the rest is read
   const int page_tokens = options_.kv_page_tokens;
   const std::vector<uint64_t>& keys = seq.prefix_keys;
   std::vector<CachedPage> chain;  // fresh L2 pages for the chain's pages that L3 holds
-  for (size_t i = in_l2; i < n_pages && l3_->contains(keys[i]); ++i) {
+  for (size_t i = l2_pages.size(); i < n_pages && l3_->contains(keys[i]); ++i) {
     const int shard = pool.shard_of(static_cast<int>(i) * page_tokens);
     std::optional<PageId> page = pool.allocate(shard);
     while (!page && prefix_->reclaim_one()) page = pool.allocate(shard);
@@ -394,20 +422,55 @@ std::vector<PageId> Engine::restore_from_l3(Sequence& seq, std::vector<PageId> p
     chain.push_back({keys[i], i ? keys[i - 1] : prefix_->root_key(),
                      seq.tokens.data() + i * page_tokens, *page});
   }
+  if (chain.empty()) {
+    for (PageId page : l2_pages) pool.free(page);
+    return false;
+  }
+  seq.restore_l2 = l2_pages;
+  seq.restore_chain = chain;
+  seq.restore = l3_->begin_restore(std::move(chain));
+  seq.restore_deadline = Clock::now() + L3PrefixTier::kReadTimeout;
+  return true;
+}
+
+void Engine::end_l3_restore(Sequence& seq) {
   std::vector<bool> kept;
-  const size_t restored = chain.empty() ? 0 : l3_->restore_chain(chain, &kept);
-  for (size_t i = 0; i < chain.size(); ++i) {
+  const size_t restored = l3_->finish_restore(*seq.restore, &kept);
+  seq.restore.reset();
+  PagePool& pool = kv_->pool();
+  std::vector<PageId> pages = std::move(seq.restore_l2);
+  const size_t in_l2 = pages.size();
+  for (size_t i = 0; i < seq.restore_chain.size(); ++i) {
     if (i < restored) {
-      pages.push_back(chain[i].page);
+      pages.push_back(seq.restore_chain[i].page);
     } else if (!kept[i]) {
-      pool.free(chain[i].page);  // the rest of the chain is recomputed
+      pool.free(seq.restore_chain[i].page);  // the rest of the chain is recomputed
     }
   }
+  seq.restore_chain.clear();
+  seq.restore_l2.clear();
   if (pages.size() > in_l2) {
-    prefix_->insert(keys.data(), pages.size(), seq.tokens.data(), pages,
+    prefix_->insert(seq.prefix_keys.data(), pages.size(), seq.tokens.data(), pages,
                     !seq.request.session_id.empty());
   }
-  return pages;
+  if (!seq.finished) adopt_prefix(seq, pages);
+  for (PageId page : pages) pool.free(page);  // the references taken for the restore
+}
+
+void Engine::spill_idle_pages(const Clock::time_point now) {
+  if (options_.l3_idle_seconds <= 0 || now < next_idle_spill_) return;
+  next_idle_spill_ = now + std::chrono::seconds(1);
+  const auto idle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.l3_idle_seconds));
+  stats_.l3_idle_spills += prefix_->evict_idle_since(now - idle);
+}
+
+void Engine::collect_l3_restores(const Clock::time_point now) {
+  for (auto& seq : seqs_) {
+    if (seq->restore && (l3_->restore_done(*seq->restore) || now >= seq->restore_deadline)) {
+      end_l3_restore(*seq);
+    }
+  }
 }
 
 int Engine::pages_shared_with_others(const Sequence& seq) const {
@@ -424,15 +487,20 @@ int Engine::pages_shared_with_others(const Sequence& seq) const {
 }
 
 void Engine::step() {
-  if (l3_) l3_->poll();
+  if (l3_) {
+    l3_->poll();
+    collect_l3_restores(Clock::now());
+    spill_idle_pages(Clock::now());
+  }
   const Clock::time_point now = Clock::now();
   // Disk reads only for as many queued sequences as there are free batch slots: the others may
   // wait long, and would hold (or lose and read again) their pages meanwhile.
   int l3_reads = options_.max_batch_size;
-  for (auto& seq : seqs_) l3_reads -= seq->running && !seq->finished ? 1 : 0;
+  for (auto& seq : seqs_) l3_reads -= (seq->running && !seq->finished) || seq->restore ? 1 : 0;
   for (auto& seq : seqs_) {
     if (seq->finished || seq->running) continue;
-    reuse_prefix(*seq, l3_reads-- > 0);
+    reuse_prefix(*seq, l3_reads > 0);
+    if (seq->restore) --l3_reads;
   }
   // The scheduler counts a sequence's pages as its own: dropping its KV frees them. Pages that
   // other sequences map too are not freed by that, so each sequence is shown without its
@@ -442,7 +510,7 @@ void Engine::step() {
   std::vector<SeqView> views;
   std::vector<int> shift;  // positions hidden from the scheduler, by view
   for (auto& seq : seqs_) {
-    if (seq->finished) continue;
+    if (seq->finished || seq->restore) continue;
     const int shared = pages_shared_with_others(*seq);
     const int hidden = shared * options_.kv_page_tokens;
     SeqView v;
@@ -459,7 +527,11 @@ void Engine::step() {
     views.push_back(v);
     shift.push_back(hidden);
   }
-  if (live.empty()) return;
+  if (live.empty()) {
+    // Only L3 reads are pending: wait for one instead of spinning (short, for new arrivals).
+    if (l3_ && !seqs_.empty()) l3_->poll(std::chrono::milliseconds(2));
+    return;
+  }
   StepDecision decision =
       scheduler_.plan(views, {static_cast<long>(kv_->pages_available()), options_.kv_page_tokens});
   // A sequence whose KV is dropped this step starts again from position 0 (shared pages too).
@@ -468,7 +540,7 @@ void Engine::step() {
 
   for (int i : decision.drop_kv) {
     ++stats_.kv_drops;
-    drop_kv(*live[i]);
+    drop_kv(*live[i], true);
   }
   for (int i : decision.preempt) {
     ++stats_.preemptions;
@@ -690,6 +762,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
 void Engine::release_finished() {
   for (auto it = seqs_.begin(); it != seqs_.end();) {
     if ((*it)->finished) {
+      if ((*it)->restore) end_l3_restore(**it);
       drop_kv(**it);
       it = seqs_.erase(it);
     } else {

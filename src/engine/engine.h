@@ -50,8 +50,11 @@ struct EngineOptions {
   uint32_t l3_page_size = 4096;
   uint64_t l3_content_tag = 0;  // names the model (e.g. a hash of its file); KV of another is
                                 // never reused
-  int batch_timeout_ms = 10;    // an idle engine waits this long for more arrivals (R-EB4)
-  int queue_timeout_ms = 0;     // a request never started after this long fails; 0 = no limit
+  // Cached pages that no request has used for this long move from L2 to L3 (R-KV2: a session
+  // gone quiet gives its RAM back). <= 0: only when L2 needs room.
+  double l3_idle_seconds = 60;
+  int batch_timeout_ms = 10;  // an idle engine waits this long for more arrivals (R-EB4)
+  int queue_timeout_ms = 0;   // a request never started after this long fails; 0 = no limit
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
@@ -109,14 +112,25 @@ class Engine {
                  const ComputePlan* plan);
   void on_logits(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
-  void drop_kv(Sequence& seq);
-  // Maps the cached pages of the longest matching prefix of a sequence without KV.
-  // Pages missing in L2 are read from L3 when `may_read_l3`.
+  // Releases the sequence's KV (its full pages go to the prefix cache); `preempted`: also
+  // write them to L3 right away (R-KV2), as the sequence will want them back.
+  void drop_kv(Sequence& seq, bool preempted = false);
+  // Moves cached pages idle for options_.l3_idle_seconds to L3 (at most once a second).
+  void spill_idle_pages(Clock::time_point now);
+  // Maps the cached pages of the longest matching prefix of a sequence without KV. When L3
+  // holds pages past those in L2 and `may_read_l3`, starts reading them instead (the sequence
+  // waits, unscheduled, until collect_l3_restores() ends the restore).
   void reuse_prefix(Sequence& seq, bool may_read_l3);
-  // Reads the chain's pages [l2_pages.size(), n_pages) that L3 holds into fresh L2 pages and
-  // adds them to the prefix cache; returns the chain's pages, L2 and restored (all pinned by an
-  // extra reference the caller drops after adopting them).
-  std::vector<PageId> restore_from_l3(Sequence& seq, std::vector<PageId> l2_pages, size_t n_pages);
+  // Gives the sequence `pages` (cached, in position order) as its first positions.
+  void adopt_prefix(Sequence& seq, const std::vector<PageId>& pages);
+  // Starts reading the chain's pages [l2_pages.size(), n_pages) that L3 holds into fresh L2
+  // pages; false (nothing started) when there is no page to read into.
+  bool begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages, size_t n_pages);
+  // Ends the sequence's restore: the restored pages join the prefix cache and, unless the
+  // sequence finished meanwhile, its page table; the rest is recomputed.
+  void end_l3_restore(Sequence& seq);
+  // Ends the restores whose reads completed or whose time is up.
+  void collect_l3_restores(Clock::time_point now);
   void open_l3();
   // Offers the sequence's full pages computed by the full model to the prefix cache.
   void publish_prefix(Sequence& seq);
@@ -152,6 +166,7 @@ class Engine {
   std::vector<int> free_kv_ids_;
   int next_kv_id_ = 0;
   std::vector<float> logits_;
+  Clock::time_point next_idle_spill_{};
   std::thread thread_;
 };
 

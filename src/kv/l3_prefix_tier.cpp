@@ -70,40 +70,53 @@ void L3PrefixTier::spill(const CachedPage& page) {
   writing_.insert(page.key);
 }
 
-size_t L3PrefixTier::restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept) {
-  kept->assign(chain.size(), false);
-  struct Read {
-    L3Ticket ticket = 0;
-    std::vector<std::byte> expected, found;
-  };
-  // All reads go to the device at once (it serves them in parallel), then are taken in order.
-  std::vector<Read> reads(chain.size());  // sized once: the header buffers do not move
-  size_t submitted = 0;
-  for (; submitted < chain.size() && store_->contains(chain[submitted].key); ++submitted) {
-    Read& r = reads[submitted];
-    r.expected = header(chain[submitted]);
-    r.found.resize(r.expected.size());
-    std::vector<std::span<std::byte>> pieces = {r.found};
-    for (const auto& span : l2_page_spans(pool_, chain[submitted].page)) pieces.push_back(span);
-    r.ticket = store_->submit_read(chain[submitted].key, std::move(pieces));
+L3RestoreId L3PrefixTier::begin_restore(std::vector<CachedPage> chain) {
+  const L3RestoreId id = next_restore_++;
+  Restore& r = restores_[id];
+  r.chain = std::move(chain);
+  size_t n = 0;
+  while (n < r.chain.size() && store_->contains(r.chain[n].key)) ++n;
+  // Sized once: the reads' header buffers must not move while the reads are in flight.
+  r.reads.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    PageRead& read = r.reads[i];
+    read.expected = header(r.chain[i]);
+    read.found.resize(read.expected.size());
+    std::vector<std::span<std::byte>> pieces = {read.found};
+    for (const auto& span : l2_page_spans(pool_, r.chain[i].page)) pieces.push_back(span);
+    read.ticket = store_->submit_read(r.chain[i].key, std::move(pieces));
+    read_owner_[read.ticket] = {id, i};
+    ++r.outstanding;
   }
-  const auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
+  // A read the store answered at once (e.g. not found) is already waiting in its completions.
+  poll();
+  return id;
+}
+
+bool L3PrefixTier::restore_done(L3RestoreId id) const {
+  auto it = restores_.find(id);
+  return it == restores_.end() || it->second.outstanding == 0;
+}
+
+size_t L3PrefixTier::finish_restore(L3RestoreId id, std::vector<bool>* kept) {
+  auto it = restores_.find(id);
+  if (it == restores_.end()) fail("L3: unknown restore ", id);
+  Restore& r = it->second;
+  kept->assign(r.chain.size(), false);
   size_t restored = 0;
-  for (size_t i = 0; i < submitted; ++i) {
-    Read& r = reads[i];
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    const L3Completion done = store_->wait(r.ticket, std::max(left, std::chrono::milliseconds(0)));
+  for (size_t i = 0; i < r.reads.size(); ++i) {
+    PageRead& read = r.reads[i];
     const char* problem = nullptr;
-    if (done.status == L3Status::kTimedOut) {
+    if (!read.done) {
       // The read still lands in the L2 page and the header buffer when it completes: both stay
       // (moving the vector keeps its buffer) until poll() sees the completion.
-      late_reads_.emplace(r.ticket, LateRead{chain[i].page, std::move(r.found)});
+      read_owner_.erase(read.ticket);
+      late_reads_.emplace(read.ticket, LateRead{r.chain[i].page, std::move(read.found)});
       (*kept)[i] = true;
       problem = "timed out";
-    } else if (!done.ok()) {
-      problem = to_string(done.status);  // the store has warned about checksum and I/O errors
-    } else if (r.found != r.expected) {
+    } else if (read.status != L3Status::kOk) {
+      problem = to_string(read.status);  // the store has warned about checksum and I/O errors
+    } else if (read.found != read.expected) {
       problem = "holds another prefix";
     }
     if (!problem) {
@@ -115,18 +128,41 @@ size_t L3PrefixTier::restore_chain(const std::vector<CachedPage>& chain, std::ve
       continue;
     }
     // Forgotten, so that the page is not tried again (it is recomputed and may be spilled anew).
-    store_->erase(chain[i].key);
+    store_->erase(r.chain[i].key);
     ++stats_.restore_failures;
     if (power_of_two(stats_.restore_failures)) {
-      std::cerr << "warning: L3 prefix page " << chain[i].key << ": " << problem
+      std::cerr << "warning: L3 prefix page " << r.chain[i].key << ": " << problem
                 << "; recomputing it (" << stats_.restore_failures << " pages so far)\n";
     }
   }
+  restores_.erase(it);
   return restored;
+}
+
+size_t L3PrefixTier::restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept) {
+  const L3RestoreId id = begin_restore(chain);
+  const auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
+  while (!restore_done(id)) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    poll(std::min(left, std::chrono::milliseconds(100)));
+  }
+  return finish_restore(id, kept);
 }
 
 void L3PrefixTier::account(const L3Completion& done) {
   if (!done.is_write) {
+    auto owner = read_owner_.find(done.ticket);
+    if (owner != read_owner_.end()) {
+      Restore& r = restores_.at(owner->second.first);
+      PageRead& read = r.reads[owner->second.second];
+      read.done = true;
+      read.status = done.status;
+      --r.outstanding;
+      read_owner_.erase(owner);
+      return;
+    }
     auto it = late_reads_.find(done.ticket);
     if (it != late_reads_.end()) {
       pool_.free(it->second.page);
@@ -142,8 +178,8 @@ void L3PrefixTier::account(const L3Completion& done) {
   }
 }
 
-void L3PrefixTier::poll() {
-  for (const L3Completion& done : store_->poll()) account(done);
+void L3PrefixTier::poll(std::chrono::milliseconds timeout) {
+  for (const L3Completion& done : store_->poll(timeout)) account(done);
 }
 
 void L3PrefixTier::limit_in_flight(size_t max_in_flight) {

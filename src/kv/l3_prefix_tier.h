@@ -26,6 +26,8 @@
 
 namespace k25 {
 
+using L3RestoreId = uint64_t;
+
 struct L3TierStats {
   uint64_t spills = 0;            // pages written (completed successfully)
   uint64_t spill_failures = 0;    // writes that failed (no space, I/O error)
@@ -48,15 +50,25 @@ class L3PrefixTier {
   // freed right away.
   void spill(const CachedPage& page);
   bool contains(uint64_t key) const { return store_->contains(key); }
-  // Reads the pages of a chain (in order from its first missing page; each CachedPage names the
-  // key, the expected parent and tokens, and the fresh L2 page to read into) with all reads in
-  // flight at once, and returns how many leading pages were restored: stored, read back intact
+  // Starts reading the pages of a chain (in order from its first missing page; each CachedPage
+  // names the key, the expected parent and tokens, and the fresh L2 page to read into) and
+  // returns at once: the reads of the leading pages that L3 holds are all in flight, and poll()
+  // collects their completions while the caller goes on computing (R-KV2). The tokens must stay
+  // valid until finish_restore().
+  L3RestoreId begin_restore(std::vector<CachedPage> chain);
+  // Whether every read of the restore has completed (as seen by poll()).
+  bool restore_done(L3RestoreId id) const;
+  // Ends a restore and returns how many leading pages were restored: stored, read back intact
   // and holding the expected parent and tokens. The caller frees the other L2 pages, except
-  // those whose read timed out (`(*kept)[i]`): they stay with the tier until the read completes.
-  // A failed page is forgotten, counted and warned about; the caller recomputes it.
+  // those whose read is still in flight (`(*kept)[i]`, when it ends a restore before
+  // restore_done()): they stay with the tier until the read completes. A failed page is
+  // forgotten, counted and warned about; the caller recomputes it.
+  size_t finish_restore(L3RestoreId id, std::vector<bool>* kept);
+  // begin_restore(), then waits (kReadTimeout at most) for the reads, then finish_restore().
   size_t restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept);
-  // Collects finished writes (and late reads) without blocking; call once per engine step.
-  void poll();
+  // Collects finished writes and reads; waits up to `timeout` for the first when none is ready
+  // yet (zero: never blocks). Call once per engine step.
+  void poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   // Waits (10 s at most) until no more than `max_in_flight` requests are in flight, e.g. to
   // bound the staging memory of many spills in a row.
   void limit_in_flight(size_t max_in_flight);
@@ -82,7 +94,21 @@ class L3PrefixTier {
     PageId page;                  // freed when the read completes
     std::vector<std::byte> head;  // the header's destination
   };
-  std::unordered_map<L3Ticket, LateRead> late_reads_;  // restore_chain() gave up waiting
+  std::unordered_map<L3Ticket, LateRead> late_reads_;  // restores ended before these completed
+  struct PageRead {
+    L3Ticket ticket = 0;
+    std::vector<std::byte> expected, found;  // headers; `found` is the read's destination
+    bool done = false;
+    L3Status status = L3Status::kOk;
+  };
+  struct Restore {
+    std::vector<CachedPage> chain;
+    std::vector<PageRead> reads;  // the leading pages that L3 held at the start; never resized
+    size_t outstanding = 0;       // reads not completed yet
+  };
+  std::unordered_map<L3RestoreId, Restore> restores_;
+  std::unordered_map<L3Ticket, std::pair<L3RestoreId, size_t>> read_owner_;  // -> restore, read
+  L3RestoreId next_restore_ = 1;
   L3TierStats stats_;
 };
 

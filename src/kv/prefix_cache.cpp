@@ -43,10 +43,13 @@ bool PrefixCache::holds(const Entry& e, uint64_t parent, const int32_t* tokens) 
 }
 
 void PrefixCache::touch_chain(const uint64_t* keys, size_t n) {
+  const auto now = std::chrono::steady_clock::now();
   // Deepest first, so that page 0 ends up the most recently used of the chain.
   for (size_t i = n; i-- > 0;) {
     auto it = entries_.find(keys[i]);
-    if (it != entries_.end()) lru_.splice(lru_.end(), lru_, it->second.lru);
+    if (it == entries_.end()) continue;
+    lru_.splice(lru_.end(), lru_, it->second.lru);
+    it->second.touched = now;
   }
 }
 
@@ -119,16 +122,34 @@ bool PrefixCache::reclaim_one() {
     if (victim == lru_.end()) victim = it;
   }
   if (victim == lru_.end()) return false;
-  const uint64_t key = *victim;
+  evict(victim);
+  return true;
+}
+
+void PrefixCache::evict(std::list<uint64_t>::iterator it) {
+  const uint64_t key = *it;
   const Entry& e = entries_.at(key);
   const PageId page = e.page;
   if (evict_hook_) evict_hook_({key, e.parent, e.tokens.data(), page});
-  lru_.erase(victim);
+  lru_.erase(it);
   entries_.erase(key);
   held_[page] = 0;
   pool_.free(page);
   ++stats_.evicted_pages;
-  return true;
+}
+
+size_t PrefixCache::evict_idle_since(std::chrono::steady_clock::time_point cutoff) {
+  size_t n = 0;
+  // The LRU list is in touch order, so the pages untouched since `cutoff` come first.
+  for (auto it = lru_.begin(); it != lru_.end() && entries_.at(*it).touched < cutoff;) {
+    auto next = std::next(it);
+    if (pool_.ref_count(entries_.at(*it).page) == 1) {
+      evict(it);
+      ++n;
+    }
+    it = next;
+  }
+  return n;
 }
 
 }  // namespace k25

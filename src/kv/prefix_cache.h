@@ -18,6 +18,7 @@
 // Thread-safety: none; the engine thread calls it, like PagePool.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -81,6 +82,9 @@ class PrefixCache final : public PageReclaimer {
   // PageReclaimer: idle pages (held only by the cache), and evicting one of them.
   size_t reclaimable() const override;
   bool reclaim_one() override;
+  // Evicts (through the evict hook) every idle page that no lookup or insert has touched since
+  // `cutoff`: KV of sessions gone quiet, moved to L3 to free RAM (R-KV2). Returns how many.
+  size_t evict_idle_since(std::chrono::steady_clock::time_point cutoff);
 
   // Whether the cache holds a reference on `page`.
   bool holds_page(PageId page) const { return page < held_.size() && held_[page]; }
@@ -94,8 +98,10 @@ class PrefixCache final : public PageReclaimer {
     uint64_t parent = 0;
     std::vector<int32_t> tokens;
     bool session = false;
-    std::list<uint64_t>::iterator lru;  // position in lru_
+    std::list<uint64_t>::iterator lru;              // position in lru_
+    std::chrono::steady_clock::time_point touched;  // last lookup or insert
   };
+  void evict(std::list<uint64_t>::iterator it);
   uint64_t child_key(uint64_t parent, const int32_t* tokens) const;
   // Whether `e` is the entry of the page after `parent` holding `tokens`.
   bool holds(const Entry& e, uint64_t parent, const int32_t* tokens) const;

@@ -127,6 +127,9 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(double_key("flash_scheduler.l3_cache_size_gb", "--l3-cache-size-gb",
                          "disk budget of the L3 KV tier (GiB)", &C::l3_cache_size_gb, 0.001,
                          1 << 20));
+  k.push_back(double_key("flash_scheduler.l3_idle_seconds", "--l3-idle-seconds",
+                         "move cached KV unused this long to L3 (0: only under memory pressure)",
+                         &C::l3_idle_seconds, 0, 1e9));
   k.push_back(bool_key("flash_scheduler.prefix_cache", "--prefix-cache",
                        "reuse the KV of equal prompt prefixes (sessions)", &C::prefix_cache));
   k.push_back(choice_key("flash_scheduler.l3_prefetcher", "--l3-prefetcher",

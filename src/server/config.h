@@ -31,6 +31,7 @@ struct ServerConfig {
   std::string l3_device;
   int l3_page_size = 4096;
   double l3_cache_size_gb = 4;  // disk budget of the L3 tier
+  double l3_idle_seconds = 60;  // cached KV unused this long moves to L3 (0: only when L2 is full)
   bool prefix_cache = true;     // reuse cached KV of equal prompt prefixes (R-KV4)
   std::string l3_prefetcher = "lru-k";
   int max_batch_size = 24;

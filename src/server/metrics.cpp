@@ -92,14 +92,25 @@ std::string render_engine_metrics(const EngineStats& e) {
          "Idle prefix-cache pages given back to the L2 pool when it needed room.");
   out << "flash_prefix_cache_evictions_total " << e.prefix_cache_evictions.load() << '\n';
   header(out, "flash_l3_spills_total", "counter",
-         "Prefix-cache pages written to the L3 disk tier (evicted from L2, or at shutdown).");
+         "Prefix-cache pages written to L3 (evicted from L2, idle, preempted, at shutdown).");
   out << "flash_l3_spills_total " << e.l3_spills.load() << '\n';
+  header(out, "flash_l3_idle_evictions_total", "counter",
+         "Cached pages moved from L2 to L3 after l3_idle_seconds without use.");
+  out << "flash_l3_idle_evictions_total " << e.l3_idle_spills.load() << '\n';
   header(out, "flash_l3_spill_failures_total", "counter",
          "L3 writes that failed (full disk, I/O error); those pages are recomputed when needed.");
   out << "flash_l3_spill_failures_total " << e.l3_spill_failures.load() << '\n';
   header(out, "flash_l3_restores_total", "counter",
          "Pages read back from L3 into L2 for a prompt.");
   out << "flash_l3_restores_total " << e.l3_restores.load() << '\n';
+  header(out, "flash_l3_lookup_pages_total", "counter",
+         "Prompt pages missing in L2 that were looked up in L3 (hit or not).");
+  const uint64_t l3_lookups = e.l3_lookup_pages.load();
+  out << "flash_l3_lookup_pages_total " << l3_lookups << '\n';
+  header(out, "flash_l3_hit_rate", "gauge",
+         "Pages restored from L3 over prompt pages missing in L2 (R-KV6).");
+  out << "flash_l3_hit_rate "
+      << (l3_lookups ? static_cast<double>(e.l3_restores.load()) / l3_lookups : 0.0) << '\n';
   header(out, "flash_l3_recomputations_total", "counter",
          "Pages found in L3 but unusable (checksum, I/O error, timeout): recomputed (R-KV5).");
   out << "flash_l3_recomputations_total " << e.l3_recomputations.load() << '\n';

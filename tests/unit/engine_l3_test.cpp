@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 #include "engine/engine.h"
 #include "test_paths.h"
@@ -20,6 +21,39 @@ struct Result {
   std::vector<TokenId> tokens;
   int cached_tokens = -1;
 };
+
+struct Pending {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  Result out;
+  Result wait() {
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return done; });
+    return out;
+  }
+};
+
+// Submits a greedy request; `pending` collects its tokens and says when it has finished.
+RequestId start(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens,
+                Pending* pending) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  const SubmitResult submitted = engine.submit(r, [pending](const GenerationEvent& e) {
+    std::lock_guard lock(pending->m);
+    if (e.kind == GenerationEvent::Kind::Token) pending->out.tokens.push_back(e.token);
+    if (e.kind == GenerationEvent::Kind::Finished) {
+      pending->out.cached_tokens = e.cached_tokens;
+      pending->done = true;
+      pending->cv.notify_all();
+    }
+  });
+  EXPECT_EQ(submitted.status, SubmitStatus::Accepted);
+  return submitted.id;
+}
 
 Result run(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens) {
   GenerationRequest r;
@@ -233,6 +267,59 @@ TEST_F(EngineL3, AnotherContentTagNeverReadsThePages) {
   Engine other(*model_, o);
   EXPECT_EQ(run(other, prompt, 8).cached_tokens, 0);
   EXPECT_EQ(other.stats().l3_restores.load(), 0u);
+}
+
+TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  const std::vector<TokenId> expected = reference(prompt, 12);
+  EngineOptions o = options();
+  o.l3_idle_seconds = 0.2;
+  Engine engine(*model_, o);
+  K25_REQUIRE_L3(engine);
+  EXPECT_EQ(run(engine, prompt, 12).tokens, expected);
+  // The idle engine checks about once a second; give it a few.
+  for (int i = 0; i < 50 && engine.stats().prefix_cache_pages.load() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(engine.stats().prefix_cache_pages.load(), 0u);  // RAM given back
+  EXPECT_GT(engine.stats().l3_idle_spills.load(), 0u);
+  const Result again = run(engine, prompt, 12);
+  EXPECT_EQ(again.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
+  EXPECT_EQ(again.tokens, expected);
+  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
+}
+
+TEST_F(EngineL3, RestoresRunBesideOtherRequestsAndACancelledOneLeaksNoPage) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> stored = encode(kStory);
+  const std::vector<TokenId> fresh =
+      encode("The little dog ran to the park and saw a big red ball. He wanted to play.");
+  const std::vector<TokenId> expected_stored = reference(stored, 16);
+  const std::vector<TokenId> expected_fresh = reference(fresh, 16);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    run(first, stored, 16);
+  }  // `stored` is in L3 now
+  Engine engine(*model_, options());
+  K25_REQUIRE_L3(engine);
+  {
+    Pending cancelled;
+    engine.cancel(start(engine, stored, 16, &cancelled));  // likely while its reads are in flight
+    cancelled.wait();
+  }
+  Pending a, b;
+  start(engine, fresh, 16, &a);   // computes while the other's pages are read
+  start(engine, stored, 16, &b);  // restored from L3 (the cancelled read's pages, or again)
+  EXPECT_EQ(a.wait().tokens, expected_fresh);
+  const Result rb = b.wait();
+  EXPECT_EQ(rb.tokens, expected_stored);
+  EXPECT_EQ(rb.cached_tokens, reusable(stored, engine.kv_page_tokens()));
+  EXPECT_EQ(engine.stats().l3_recomputations.load(), 0u);
+  // Nothing runs: every page in use is one the prefix cache holds.
+  run(engine, fresh, 1);
+  EXPECT_EQ(engine.stats().kv_pages_used.load(), engine.stats().prefix_cache_pages.load());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 
 #include "kv/paged_kv_cache.h"
 #include "util/error.h"
@@ -190,6 +191,35 @@ TEST(PrefixCache, PagesOfSessionsAreEvictedLast) {
   kv->clear(2);
   kv->reserve(2, 12);  // all three pages: the session's page goes too when nothing else is left
   EXPECT_TRUE(find(cache, session, 1).empty());
+}
+
+TEST(PrefixCache, IdleEvictionTakesOnlyPagesUntouchedSinceTheCutoffAndNotPinned) {
+  auto kv = make_kv(6);
+  PrefixCache cache(kv->pool(), 7);
+  std::vector<uint64_t> evicted;
+  cache.set_evict_hook([&](const CachedPage& page) { evicted.push_back(page.key); });
+  const std::vector<int32_t> old_tokens = iota_tokens(8, 10), pinned = iota_tokens(4, 30);
+  kv->reserve(0, 8);
+  publish(cache, *kv, 0, old_tokens, 2);
+  kv->clear(0);
+  kv->reserve(1, 4);
+  publish(cache, *kv, 1, pinned, 1);                          // sequence 1 keeps using its page
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // touch times strictly apart
+  const auto cutoff = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const std::vector<int32_t> recent = iota_tokens(4, 50);
+  kv->reserve(2, 4);
+  publish(cache, *kv, 2, recent, 1);
+  kv->clear(2);
+  EXPECT_EQ(cache.evict_idle_since(cutoff), 2u);  // both pages of old_tokens, deepest first
+  std::vector<uint64_t> old_keys;
+  cache.chain_keys(old_tokens.data(), 2, &old_keys);
+  EXPECT_EQ(evicted, (std::vector<uint64_t>{old_keys[1], old_keys[0]}));
+  EXPECT_TRUE(find(cache, old_tokens, 2).empty());
+  EXPECT_EQ(find(cache, pinned, 1).size(), 1u);
+  EXPECT_EQ(find(cache, recent, 1).size(), 1u);
+  EXPECT_EQ(cache.evict_idle_since(std::chrono::steady_clock::now()), 1u);  // `recent` only
+  EXPECT_EQ(cache.pages(), 1u);
 }
 
 TEST(PrefixCache, DestructionReturnsItsPages) {
