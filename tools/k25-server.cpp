@@ -114,6 +114,7 @@ int run(const k25::ServerConfig& config) {
       options.queue_timeout_ms = config.queue_timeout_s * 1000;
       options.debug_step_delay_ms = config.debug_step_delay_ms;
       options.prefix_cache = config.prefix_cache;
+      options.l1_window = config.l1_cache_size;
       if (config.l3_enabled) {
         if (config.l3_device.empty())
           k25::fail("config: l3_enabled needs flash_scheduler.l3_device");

@@ -129,6 +129,9 @@ Engine::Engine(Model& model, EngineOptions options)
          kv_->pool().page_bytes(), " bytes)");
   }
   stats_.kv_pages_total = kv_->pool().pages_total();
+  if (options_.l1_window > 0) {
+    l1_ = std::make_unique<L1WindowKvCache>(*kv_, c.n_layers, kv_dim, options_.l1_window);
+  }
   if (options_.prefix_cache) {
     // The seed names the KV geometry; keys only have to agree within one pool.
     const uint64_t seed = (static_cast<uint64_t>(c.n_layers) << 48) ^
@@ -357,7 +360,7 @@ void Engine::drop_kv(Sequence& seq, bool preempted) {
                   seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens), pages[i]});
     }
   }
-  kv_->clear(seq.kv_id);
+  forward_cache().clear(seq.kv_id);  // through L1, whose ring must go too
   free_kv_ids_.push_back(seq.kv_id);
   seq.kv_id = -1;
   seq.n_computed = 0;
@@ -648,9 +651,9 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   }
   try {
     if (plan) {
-      model_.forward(batch, *kv_, logits_.data(), *pool_, plan);
+      model_.forward(batch, forward_cache(), logits_.data(), *pool_, plan);
     } else {
-      model_.forward(batch, *kv_, logits_.data(), *pool_);
+      model_.forward(batch, forward_cache(), logits_.data(), *pool_);
     }
   } catch (const std::exception& e) {
     for (auto& [seq, n] : in_batch) finish(*seq, FinishReason::Error, e.what());
@@ -783,6 +786,7 @@ void Engine::publish_stats() {
     views.push_back(v);
   }
   stats_.kv_bytes_used = kv_->bytes_used();
+  if (l1_) stats_.l1_hit_share = l1_->hit_share();
   stats_.kv_pages_used = kv_->pages_used();
   if (prefix_) {
     stats_.prefix_cache_pages = prefix_->pages();

@@ -19,6 +19,7 @@
 #include "engine/engine_stats.h"
 #include "engine/request.h"
 #include "flash/adaptive_pruning.h"
+#include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
@@ -39,6 +40,9 @@ struct EngineOptions {
   size_t kv_budget_bytes = 0;
   int kv_page_tokens = PagedKvCache::kDefaultPageTokens;
   int kv_shards = 1;  // l2_cache_shards (a power of 2)
+  // L1 (l1_cache_size): a ring of each sequence's newest positions that attention reads first
+  // (kv/l1_window_cache.h). 0: off (measured no faster here, docs/kv-cache.md).
+  int l1_window = 0;
   // Keep full KV pages of finished sequences for prompts with the same prefix (R-KV4).
   bool prefix_cache = true;
   // L3 behind the prefix cache (a DiskStore directory or file; "" = none): pages evicted from
@@ -135,6 +139,8 @@ class Engine {
   // Offers the sequence's full pages computed by the full model to the prefix cache.
   void publish_prefix(Sequence& seq);
   int take_kv_id();
+  // What the forward pass reads and writes: the L1 ring over the pages, or the pages.
+  KvCache& forward_cache() { return l1_ ? static_cast<KvCache&>(*l1_) : *kv_; }
   // Leading pages of the sequence's table that another running or queued sequence also maps.
   int pages_shared_with_others(const Sequence& seq) const;
   void release_finished();
@@ -147,6 +153,7 @@ class Engine {
   AdaptivePruner pruner_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
+  std::unique_ptr<L1WindowKvCache> l1_;  // null when off; after kv_ (it writes through to it)
   std::unique_ptr<PrefixCache> prefix_;  // null when options_.prefix_cache is off; after kv_
   std::unique_ptr<L3PrefixTier> l3_;     // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;

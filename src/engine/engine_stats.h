@@ -57,6 +57,7 @@ struct EngineStats {
   std::atomic<uint64_t> prefix_cache_pages{0};       // L2 pages the prefix cache holds
   std::atomic<uint64_t> prefix_cache_idle_pages{0};  // of those, used by no sequence (evictable)
   std::atomic<uint64_t> prefix_cache_evictions{0};   // idle pages given back to the pool
+  std::atomic<double> l1_hit_share{0};  // key positions attention read from the L1 ring
   // L3 behind the prefix cache.
   std::atomic<uint64_t> l3_spills{0};          // pages written
   std::atomic<uint64_t> l3_spill_failures{0};  // writes that failed (no space, I/O error)

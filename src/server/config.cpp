@@ -98,7 +98,7 @@ std::vector<ConfigKey> make_keys() {
                       "pipeline-parallel stages (one process uses 1)", &C::pipeline_parallel_size,
                       1, 1024));
   k.push_back(int_key("flash_scheduler.l1_cache_size", "--l1-cache-size",
-                      "L1 KV window, most recent tokens per sequence", &C::l1_cache_size, 1,
+                      "L1 KV ring, most recent tokens per sequence (0: off)", &C::l1_cache_size, 0,
                       1 << 20));
   k.push_back(choice_key("flash_scheduler.l1_eviction_policy", "--l1-eviction-policy",
                          "L1 eviction: lru or fifo", &C::l1_eviction_policy, {"lru", "fifo"}));

@@ -23,7 +23,7 @@ struct ServerConfig {
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
   // flash_scheduler (the KV tiers read the cache keys when they land)
-  int l1_cache_size = 128;
+  int l1_cache_size = 0;  // off: measured not to pay on the CPUs tried (docs/kv-cache.md)
   std::string l1_eviction_policy = "lru";
   int l2_cache_shards = 8;
   int l2_prefetch_distance = 2;

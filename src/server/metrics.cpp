@@ -91,6 +91,9 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "flash_prefix_cache_evictions_total", "counter",
          "Idle prefix-cache pages given back to the L2 pool when it needed room.");
   out << "flash_prefix_cache_evictions_total " << e.prefix_cache_evictions.load() << '\n';
+  header(out, "flash_l1_hit_share", "gauge",
+         "Key positions attention read from the L1 ring over all it read (0 when L1 is off).");
+  out << "flash_l1_hit_share " << e.l1_hit_share.load() << '\n';
   header(out, "flash_l3_spills_total", "counter",
          "Prefix-cache pages written to L3 (evicted from L2, idle, preempted, at shutdown).");
   out << "flash_l3_spills_total " << e.l3_spills.load() << '\n';

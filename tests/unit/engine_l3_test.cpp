@@ -269,6 +269,29 @@ TEST_F(EngineL3, AnotherContentTagNeverReadsThePages) {
   EXPECT_EQ(other.stats().l3_restores.load(), 0u);
 }
 
+// Attention over KV from all three tiers: the prompt's first pages restored from L3 into L2,
+// the rest computed into L2 pages, the newest positions also in the L1 ring (a window of 5
+// wraps many times), gives the tokens of a run with everything computed in RAM.
+TEST_F(EngineL3, KvFromL1L2AndL3GivesTheTokensOfAnAllInRamRun) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  const std::vector<TokenId> expected = reference(prompt, 24);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    run(first, prompt, 24);
+  }
+  EngineOptions o = options();
+  o.l1_window = 5;
+  Engine engine(*model_, o);
+  K25_REQUIRE_L3(engine);
+  const Result r = run(engine, prompt, 24);
+  EXPECT_EQ(r.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
+  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
+  EXPECT_GT(engine.stats().l1_hit_share.load(), 0.0);
+  EXPECT_EQ(r.tokens, expected);
+}
+
 TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {
   K25_REQUIRE_SHARED();
   const std::vector<TokenId> prompt = encode(kStory);
