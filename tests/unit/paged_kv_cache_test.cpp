@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <set>
 
+#include "interleaved_run.h"
 #include "model/model.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -184,47 +185,10 @@ class PagedKvCacheModel : public ::testing::TestWithParam<int> {
     for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
     return worst;
   }
-
-  // Runs prompts (one per sequence, all prefilled in one interleaved batch), then `steps`
-  // batched greedy decode steps, with the given cache; returns all logits in order. Decode
-  // tokens are the argmax of `reference` when given, so both caches see the same inputs.
-  static std::vector<float> run(Model& model, KvCache& kv,
-                                const std::vector<std::vector<TokenId>>& prompts, int steps,
-                                const std::vector<float>* reference) {
-    ThreadPool pool(2);
-    const int n_vocab = model.config().n_vocab;
-    const int n_seq = static_cast<int>(prompts.size());
-    std::vector<BatchToken> batch;
-    size_t longest = 0;
-    for (const auto& p : prompts) longest = std::max(longest, p.size());
-    for (size_t i = 0; i < longest; ++i) {
-      for (int s = 0; s < n_seq; ++s) {
-        if (i < prompts[s].size()) batch.push_back({prompts[s][i], static_cast<int>(i), s, true});
-      }
-    }
-    std::vector<float> all(batch.size() * n_vocab);
-    model.forward(batch, kv, all.data(), pool);
-    std::vector<int> length(n_seq);
-    for (int s = 0; s < n_seq; ++s) length[s] = static_cast<int>(prompts[s].size());
-    const std::vector<float>& source = reference ? *reference : all;
-    // The last logits row of each sequence in the prefill batch.
-    std::vector<size_t> last_row(n_seq);
-    for (size_t r = 0; r < batch.size(); ++r) last_row[batch[r].seq] = r;
-    for (int step = 0; step < steps; ++step) {
-      std::vector<BatchToken> decode;
-      for (int s = 0; s < n_seq; ++s) {
-        const float* row = source.data() + last_row[s] * n_vocab;
-        const TokenId next = static_cast<TokenId>(std::max_element(row, row + n_vocab) - row);
-        decode.push_back({next, length[s]++, s, true});
-      }
-      const size_t first = all.size() / n_vocab;
-      all.resize(all.size() + decode.size() * n_vocab);
-      model.forward(decode, kv, all.data() + first * n_vocab, pool);
-      for (int s = 0; s < n_seq; ++s) last_row[s] = first + s;
-    }
-    return all;
-  }
 };
+
+// Every prompt token in one forward call.
+constexpr int kOneBatch = 1 << 20;
 
 TEST_P(PagedKvCacheModel, LogitsEqualContiguousCache) {
   K25_REQUIRE_SHARED();
@@ -238,9 +202,11 @@ TEST_P(PagedKvCacheModel, LogitsEqualContiguousCache) {
   };
   for (const auto& prompts : cases) {
     ContiguousKvCache contiguous(c.n_layers, c.kv_dim(), c.context_length);
-    const std::vector<float> expected = run(*model, contiguous, prompts, 6, nullptr);
+    const std::vector<float> expected =
+        testing::run_interleaved_greedy(*model, contiguous, prompts, kOneBatch, 6, nullptr);
     PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 8 << 20, GetParam(), 4);
-    const std::vector<float> got = run(*model, paged, prompts, 6, &expected);
+    const std::vector<float> got =
+        testing::run_interleaved_greedy(*model, paged, prompts, kOneBatch, 6, &expected);
     ASSERT_EQ(got.size(), expected.size());
     EXPECT_LE(max_abs_diff(got, expected), 1e-5f)
         << prompts.size() << " sequence(s), page_tokens " << GetParam();
