@@ -466,6 +466,9 @@ void Engine::spill_idle_pages(const Clock::time_point now) {
   const auto idle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.l3_idle_seconds));
   stats_.l3_idle_spills += prefix_->evict_idle_since(now - idle);
+  // Free pages (idle ones just moved to L3, finished requests' last pages) give their memory
+  // back to the OS, so a server whose sessions went quiet shrinks.
+  stats_.kv_bytes_released += kv_->pool().release_free_memory();
 }
 
 void Engine::collect_l3_restores(const Clock::time_point now) {

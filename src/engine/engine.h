@@ -119,7 +119,8 @@ class Engine {
   // Releases the sequence's KV (its full pages go to the prefix cache); `preempted`: also
   // write them to L3 right away (R-KV2), as the sequence will want them back.
   void drop_kv(Sequence& seq, bool preempted = false);
-  // Moves cached pages idle for options_.l3_idle_seconds to L3 (at most once a second).
+  // Moves cached pages idle for options_.l3_idle_seconds to L3 and releases the memory of free
+  // pages (at most once a second).
   void spill_idle_pages(Clock::time_point now);
   // Maps the cached pages of the longest matching prefix of a sequence without KV. When L3
   // holds pages past those in L2 and `may_read_l3`, starts reading them instead (the sequence

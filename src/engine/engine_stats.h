@@ -62,6 +62,7 @@ struct EngineStats {
   std::atomic<uint64_t> l3_spills{0};          // pages written
   std::atomic<uint64_t> l3_spill_failures{0};  // writes that failed (no space, I/O error)
   std::atomic<uint64_t> l3_restores{0};        // pages read back into L2
+  std::atomic<uint64_t> kv_bytes_released{0};  // free L2 page memory given back to the OS
   std::atomic<uint64_t> l3_idle_spills{0};     // cached pages moved to L3 after idling
   std::atomic<uint64_t> l3_lookup_pages{0};    // prompt pages missing in L2, looked up in L3
   std::atomic<uint64_t> l3_recomputations{0};  // pages found in L3 but unusable: recomputed

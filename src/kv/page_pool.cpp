@@ -1,5 +1,8 @@
 #include "kv/page_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <limits>
 #include <new>
@@ -58,6 +61,7 @@ std::optional<PageId> PagePool::allocate(int shard) {
   if (!free_list_.empty()) {
     page = free_list_.back();
     free_list_.pop_back();
+    released_free_ = std::min(released_free_, free_list_.size());
   } else if (next_fresh_ < pages_total_) {
     page = next_fresh_++;
     page_shard_.push_back(-1);  // grows with the pages handed out, not with the budget
@@ -92,6 +96,22 @@ bool PagePool::free(PageId page) {
   --pages_used_;
   free_list_.push_back(page);
   return true;
+}
+
+size_t PagePool::release_free_memory() {
+  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  size_t released = 0;
+  for (; released_free_ < free_list_.size(); ++released_free_) {
+    const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(free_list_[released_free_]));
+    const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
+    const uintptr_t last = (begin + page_bytes_) / os_page * os_page;
+    // A failure (not expected on private anonymous memory) only means the memory stays.
+    if (last > first &&
+        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0) {
+      released += last - first;
+    }
+  }
+  return released;
 }
 
 void PagePool::retain(PageId page) {

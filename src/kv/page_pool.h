@@ -83,6 +83,11 @@ class PagePool {
   size_t pages_free() const { return pages_total_ - pages_used_; }
   size_t shard_pages_used(int shard) const { return shard_used_[shard]; }
   size_t bytes_allocated() const { return bytes_allocated_; }  // slab memory taken so far
+  // Gives the memory of free pages back to the OS (madvise MADV_DONTNEED on each free page's
+  // whole 4 KiB pages), so an engine whose cached KV moved to disk shrinks; a released page
+  // reads as zeros and costs page faults when it is used again. Pages released before are
+  // skipped. Returns the bytes released by this call.
+  size_t release_free_memory();
 
  private:
   struct AlignedDelete {
@@ -105,6 +110,7 @@ class PagePool {
   size_t bytes_allocated_ = 0;
   PageId next_fresh_ = 0;  // pages [next_fresh_, pages_total_) were never handed out
   std::vector<PageId> free_list_;
+  size_t released_free_ = 0;         // free_list_[0, released_free_) have had their memory released
   std::vector<int16_t> page_shard_;  // -1 = not allocated
   std::vector<uint32_t> refs_;       // references per page handed out so far
   std::vector<size_t> shard_used_;

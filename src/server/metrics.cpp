@@ -97,6 +97,9 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "flash_l3_spills_total", "counter",
          "Prefix-cache pages written to L3 (evicted from L2, idle, preempted, at shutdown).");
   out << "flash_l3_spills_total " << e.l3_spills.load() << '\n';
+  header(out, "k25_kv_released_bytes_total", "counter",
+         "Memory of free L2 pages given back to the OS (with l3_idle_seconds).");
+  out << "k25_kv_released_bytes_total " << e.kv_bytes_released.load() << '\n';
   header(out, "flash_l3_idle_evictions_total", "counter",
          "Cached pages moved from L2 to L3 after l3_idle_seconds without use.");
   out << "flash_l3_idle_evictions_total " << e.l3_idle_spills.load() << '\n';

@@ -1,9 +1,13 @@
 #include "kv/page_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <set>
+#include <vector>
 
 #include "util/error.h"
 
@@ -92,6 +96,44 @@ TEST(PagePool, FreedPagesAreReused) {
   EXPECT_EQ(pool.allocate(0), pages[3]);
   EXPECT_FALSE(pool.allocate(0).has_value());
   EXPECT_EQ(pool.bytes_allocated(), 10u * 512);
+}
+
+// Resident OS pages among the whole OS pages inside `page` (mincore).
+size_t resident_os_pages(const PagePool& pool, PageId page) {
+  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(pool.keys(page, 0));
+  const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
+  const uintptr_t last = (begin + pool.page_bytes()) / os_page * os_page;
+  std::vector<unsigned char> in_core((last - first) / os_page);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(first), last - first, in_core.data()), 0);
+  size_t n = 0;
+  for (unsigned char c : in_core) n += c & 1;
+  return n;
+}
+
+TEST(PagePool, ReleasedFreePagesLeaveMemoryAndComeBackUsable) {
+  // 64 positions x 256 floats = 64 KiB per block, 2 layers: 256 KiB pages (64 OS pages each).
+  const PageGeometry geometry{64, 2, 256};
+  PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
+  const PageId kept = *pool.allocate(0), freed = *pool.allocate(0);
+  const size_t floats = pool.page_bytes() / sizeof(float);
+  std::fill_n(pool.keys(kept, 0), floats, 1.0f);
+  std::fill_n(pool.keys(freed, 0), floats, 2.0f);
+  const size_t whole = resident_os_pages(pool, freed);
+  ASSERT_GE(whole, 63u);
+  EXPECT_EQ(pool.release_free_memory(), 0u);  // nothing free yet
+  pool.free(freed);
+  EXPECT_EQ(pool.release_free_memory(), whole * ::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(resident_os_pages(pool, freed), 0u);
+  EXPECT_EQ(pool.release_free_memory(), 0u);  // released already
+  EXPECT_EQ(resident_os_pages(pool, kept), whole);
+  EXPECT_EQ(pool.keys(kept, 1)[5], 1.0f);
+  // The released page is handed out again and holds what is written to it.
+  const PageId again = *pool.allocate(0);
+  EXPECT_EQ(again, freed);
+  std::fill_n(pool.keys(again, 0), floats, 3.0f);
+  EXPECT_EQ(pool.values(again, 1)[7], 3.0f);
+  EXPECT_EQ(resident_os_pages(pool, again), whole);
 }
 
 TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
