@@ -301,8 +301,15 @@ TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {
   Engine engine(*model_, o);
   K25_REQUIRE_L3(engine);
   EXPECT_EQ(run(engine, prompt, 12).tokens, expected);
-  // The idle engine checks about once a second; give it a few.
-  for (int i = 0; i < 50 && engine.stats().prefix_cache_pages.load() > 0; ++i) {
+  // The idle engine checks about once a second; give it a few. Stats are published after each
+  // step, so right after the request the page count may not be up to date yet; and a page is
+  // found in L3 once its write has completed (collected at the next step), not before.
+  const auto moved = [&] {
+    const EngineStats& st = engine.stats();
+    return st.l3_idle_spills.load() > 0 && st.prefix_cache_pages.load() == 0 &&
+           st.l3_spills.load() >= st.l3_idle_spills.load();
+  };
+  for (int i = 0; i < 50 && !moved(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(engine.stats().prefix_cache_pages.load(), 0u);  // out of L2
@@ -341,8 +348,15 @@ TEST_F(EngineL3, RestoresRunBesideOtherRequestsAndACancelledOneLeaksNoPage) {
   EXPECT_EQ(rb.tokens, expected_stored);
   EXPECT_EQ(rb.cached_tokens, reusable(stored, engine.kv_page_tokens()));
   EXPECT_EQ(engine.stats().l3_recomputations.load(), 0u);
-  // Nothing runs: every page in use is one the prefix cache holds.
+  // Nothing runs: every page in use is one the prefix cache holds (stats are published after
+  // each step, so give the last one a moment).
   run(engine, fresh, 1);
+  const auto only_cached = [&] {
+    return engine.stats().kv_pages_used.load() == engine.stats().prefix_cache_pages.load();
+  };
+  for (int i = 0; i < 50 && !only_cached(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_EQ(engine.stats().kv_pages_used.load(), engine.stats().prefix_cache_pages.load());
 }
 
