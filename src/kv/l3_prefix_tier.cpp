@@ -139,18 +139,6 @@ size_t L3PrefixTier::finish_restore(L3RestoreId id, std::vector<bool>* kept) {
   return restored;
 }
 
-size_t L3PrefixTier::restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept) {
-  const L3RestoreId id = begin_restore(chain);
-  const auto deadline = std::chrono::steady_clock::now() + kReadTimeout;
-  while (!restore_done(id)) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    poll(std::min(left, std::chrono::milliseconds(100)));
-  }
-  return finish_restore(id, kept);
-}
-
 void L3PrefixTier::account(const L3Completion& done) {
   if (!done.is_write) {
     auto owner = read_owner_.find(done.ticket);

@@ -4,9 +4,9 @@
 // store's index persists, so a restarted engine finds the pages of earlier sessions.
 //
 // A stored page is a header (format tag, parent key, the page's token ids) followed by the L2
-// page's K/V bytes (l2_page_const_spans). restore_chain() checks the header against what the caller
-// expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it was
-// computed for. When the capacity is used up, the oldest written pages are erased to make room.
+// page's K/V bytes (l2_page_const_spans). finish_restore() checks the header against what the
+// caller expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it
+// was computed for. When the capacity is used up, the oldest written pages are erased to make room.
 // Every failure (missing, corrupt, I/O error, full disk, timeout) is a false
 // return or a dropped write with a counted warning: the caller recomputes those positions.
 //
@@ -38,7 +38,7 @@ struct L3TierStats {
 
 class L3PrefixTier {
  public:
-  // How long restore_chain() waits for its reads before giving the rest up (recomputed).
+  // How long a restore may wait for its reads before the rest is given up (recomputed).
   static constexpr std::chrono::milliseconds kReadTimeout{2000};
 
   // Opens the store. Throws k25::Error or IoUringUnavailable (see DiskStore); `pool` must
@@ -64,8 +64,6 @@ class L3PrefixTier {
   // restore_done()): they stay with the tier until the read completes. A failed page is
   // forgotten, counted and warned about; the caller recomputes it.
   size_t finish_restore(L3RestoreId id, std::vector<bool>* kept);
-  // begin_restore(), then waits (kReadTimeout at most) for the reads, then finish_restore().
-  size_t restore_chain(const std::vector<CachedPage>& chain, std::vector<bool>* kept);
   // Collects finished writes and reads; waits up to `timeout` for the first when none is ready
   // yet (zero: never blocks). Call once per engine step.
   void poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));

@@ -35,6 +35,13 @@ void store_row(KvCache& kv, int seq, int layer, int pos, int version = 0) {
   kv.store(seq, layer, pos, k, v, kKvDim);
 }
 
+// Stores positions [first, last) of every layer.
+void store_positions(KvCache& kv, int seq, int first, int last, int version = 0) {
+  for (int pos = first; pos < last; ++pos) {
+    for (int layer = 0; layer < kLayers; ++layer) store_row(kv, seq, layer, pos, version);
+  }
+}
+
 // Reads positions [0, n) run by run, as attention does, and checks every element.
 void expect_rows(KvCache& kv, int seq, int n, int version = 0) {
   for (int layer = 0; layer < kLayers; ++layer) {
@@ -103,9 +110,7 @@ TEST(L1WindowKvCache, OverAContiguousCache) {
   ContiguousKvCache contiguous(kLayers, kKvDim, 100);
   L1WindowKvCache l1(contiguous, kLayers, kKvDim, 4);
   l1.reserve(0, 10);
-  for (int pos = 0; pos < 10; ++pos) {
-    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
-  }
+  store_positions(l1, 0, 0, 10);
   expect_runs(l1, contiguous, 0, 4, 0, 10);
   expect_rows(l1, 0, 10);
   expect_rows(contiguous, 0, 10);
@@ -116,12 +121,8 @@ TEST(L1WindowKvCache, PositionsNotStoredThroughItComeFromTheInnerCache) {
   L1WindowKvCache l1(paged, kLayers, kKvDim, 8);
   paged.reserve(0, 30);
   // Rows 0..9 as if adopted from the prefix cache: written to the pages, not through l1.
-  for (int pos = 0; pos < 10; ++pos) {
-    for (int layer = 0; layer < kLayers; ++layer) store_row(paged, 0, layer, pos);
-  }
-  for (int pos = 10; pos < 13; ++pos) {
-    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
-  }
+  store_positions(paged, 0, 0, 10);
+  store_positions(l1, 0, 10, 13);
   expect_runs(l1, paged, 0, 8, 10, 13);
   expect_rows(l1, 0, 13);
 
@@ -178,18 +179,14 @@ TEST(L1WindowKvCache, ClearResetsTheRing) {
   PagedKvCache paged(kLayers, kKvDim, 100, 1 << 20, kPageTokens);
   L1WindowKvCache l1(paged, kLayers, kKvDim, 4);
   l1.reserve(0, 10);
-  for (int pos = 0; pos < 10; ++pos) {
-    for (int layer = 0; layer < kLayers; ++layer) store_row(l1, 0, layer, pos);
-  }
+  store_positions(l1, 0, 0, 10);
   l1.clear(0);
   EXPECT_EQ(l1.bytes_used(), 0u);
   int run = 0;
   EXPECT_THROW(l1.keys(0, 0, 0, &run), Error) << "nothing reserved after clear";
   // The new sequence's rows come from the pages until stored through l1 again.
   paged.reserve(0, 10);
-  for (int pos = 0; pos < 10; ++pos) {
-    for (int layer = 0; layer < kLayers; ++layer) store_row(paged, 0, layer, pos, 2);
-  }
+  store_positions(paged, 0, 0, 10, 2);
   for (int pos = 0; pos < 10; ++pos) {
     int run = 0, inner_run = 0;
     EXPECT_EQ(l1.values(0, 1, pos, &run), paged.values(0, 1, pos, &inner_run)) << pos;
