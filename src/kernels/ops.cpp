@@ -19,7 +19,7 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline float hmax(__m256 v) {
+[[maybe_unused]] inline float hmax(__m256 v) {  // used without AVX-512 only
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
   m = _mm_max_ss(m, _mm_movehdup_ps(m));
