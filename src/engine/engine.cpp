@@ -299,7 +299,7 @@ void Engine::wait_for_work() {
     const auto woken = [&] { return interrupted() || !submitted_.empty(); };
     if (l3_ && options_.l3_idle_seconds > 0) {
       // Idle, but cached KV may go quiet and move to L3: a step (with no sequence) does that.
-      if (!wake_.wait_for(lock, std::chrono::seconds(1), woken)) return;
+      if (!wake_.wait_for(lock, idle_spill_interval(), woken)) return;
     } else {
       wake_.wait(lock, woken);
     }
@@ -460,9 +460,16 @@ void Engine::end_l3_restore(Sequence& seq) {
   for (PageId page : pages) pool.free(page);  // the references taken for the restore
 }
 
+// Pages stay in L2 at most l3_idle_seconds plus this long after their last use.
+Engine::Clock::duration Engine::idle_spill_interval() const {
+  const auto idle = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(options_.l3_idle_seconds));
+  return std::min<Clock::duration>(idle, std::chrono::seconds(1));
+}
+
 void Engine::spill_idle_pages(const Clock::time_point now) {
   if (options_.l3_idle_seconds <= 0 || now < next_idle_spill_) return;
-  next_idle_spill_ = now + std::chrono::seconds(1);
+  next_idle_spill_ = now + idle_spill_interval();
   const auto idle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.l3_idle_seconds));
   stats_.l3_idle_spills += prefix_->evict_idle_since(now - idle);

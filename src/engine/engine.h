@@ -120,8 +120,9 @@ class Engine {
   // write them to L3 right away (R-KV2), as the sequence will want them back.
   void drop_kv(Sequence& seq, bool preempted = false);
   // Moves cached pages idle for options_.l3_idle_seconds to L3 and releases the memory of free
-  // pages (at most once a second).
+  // pages, every idle_spill_interval(): l3_idle_seconds, at most a second.
   void spill_idle_pages(Clock::time_point now);
+  Clock::duration idle_spill_interval() const;
   // Maps the cached pages of the longest matching prefix of a sequence without KV. When L3
   // holds pages past those in L2 and `may_read_l3`, starts reading them instead (the sequence
   // waits, unscheduled, until collect_l3_restores() ends the restore).
