@@ -21,6 +21,8 @@ namespace {
 using k25::TokenId;
 using nlohmann::json;
 
+constexpr const char* kKvDtypeHelp = "element type of the stored K and V rows: f32 or f16";
+
 int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
@@ -55,6 +57,7 @@ struct GenerateArgs {
   uint64_t seed = 0;
   bool json_out = false, ignore_eos = false;
   std::vector<std::string> stop;
+  std::string kv_dtype = "f32";
 };
 
 int run_generate(const GenerateArgs& a, bool has_seed) {
@@ -74,6 +77,7 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   if (has_seed) options.sampling.seed = a.seed;
   options.ignore_eos = a.ignore_eos;
   options.stop = a.stop;
+  options.kv_dtype = k25::parse_kv_dtype(a.kv_dtype, "--kv-cache-dtype");
   auto on_text = [&](const std::string& text) {
     if (!a.json_out) {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -102,7 +106,8 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   return 0;
 }
 
-int run_perplexity(const std::string& model_path, const std::string& file, int n_ctx, int threads) {
+int run_perplexity(const std::string& model_path, const std::string& file, int n_ctx, int threads,
+                   k25::KvDtype kv_dtype) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
   std::string text = read_file(file);
@@ -110,16 +115,19 @@ int run_perplexity(const std::string& model_path, const std::string& file, int n
   const std::vector<TokenId> tokens = model->tokenizer().encode(text, true, false);
   std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
                tokens.size() / n_ctx, n_ctx);
-  k25::PerplexityResult r =
-      k25::compute_perplexity(*model, tokens, n_ctx, pool, [](int k, double running) {
+  k25::PerplexityResult r = k25::compute_perplexity(
+      *model, tokens, n_ctx, pool,
+      [](int k, double running) {
         std::printf("[%d]%.4f,", k + 1, running);
         std::fflush(stdout);
-      });
+      },
+      kv_dtype);
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", r.ppl, r.error);
   return 0;
 }
 
-int run_logits(const std::string& model_path, const std::string& prompt, int top, int threads) {
+int run_logits(const std::string& model_path, const std::string& prompt, int top, int threads,
+               k25::KvDtype kv_dtype) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
   const int n_vocab = model->config().n_vocab;
@@ -128,7 +136,7 @@ int run_logits(const std::string& model_path, const std::string& prompt, int top
   std::vector<k25::BatchToken> batch;
   for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
   std::vector<float> logits(ids.size() * n_vocab);
-  auto kv = model->make_kv_cache();
+  auto kv = model->make_kv_cache(kv_dtype);
   model->forward(batch, *kv, logits.data(), pool);
   json positions = json::array();
   top = std::clamp(top, 1, n_vocab);
@@ -165,7 +173,7 @@ int run_tokenize(const std::string& model_path, const std::string& prompt, bool 
 
 int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
                       const std::vector<int>& n_parallel, int ubatch, int threads, int l1_window,
-                      bool json_out) {
+                      k25::KvDtype kv_dtype, bool json_out) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
   if (!json_out) {
@@ -176,8 +184,8 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
   }
   json rows = json::array();
   for (int pl : n_parallel) {
-    const k25::BatchedBenchResult r =
-        k25::run_batched_bench(*model, {n_prompt, n_generate, pl, l1_window}, pool, ubatch);
+    const k25::BatchedBenchResult r = k25::run_batched_bench(
+        *model, {n_prompt, n_generate, pl, l1_window, kv_dtype}, pool, ubatch);
     if (json_out) {
       rows.push_back({{"pp", n_prompt},
                       {"tg", n_generate},
@@ -185,7 +193,8 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
                       {"t_pp", r.prefill_s},
                       {"speed_pp", r.prefill_tokens_per_s()},
                       {"t_tg", r.decode_s},
-                      {"speed_tg", r.decode_tokens_per_s()}});
+                      {"speed_tg", r.decode_tokens_per_s()},
+                      {"kv_cache_dtype", k25::to_string(kv_dtype)}});
       if (l1_window > 0) {
         rows.back()["l1_cache_size"] = l1_window;
         rows.back()["l1_hit_share"] = r.l1_hit_share;
@@ -225,6 +234,7 @@ int main(int argc, char** argv) {
   gen->add_option("-t,--threads", g.threads)->capture_default_str();
   gen->add_flag("--json", g.json_out, "print one JSON object");
   gen->add_flag("--ignore-eos", g.ignore_eos, "do not stop at end-of-generation tokens");
+  gen->add_option("--kv-cache-dtype", g.kv_dtype, kKvDtypeHelp)->capture_default_str();
 
   std::string model, text, file;
   int n_ctx = 512, threads = default_threads(), top = 8;
@@ -235,12 +245,15 @@ int main(int argc, char** argv) {
   ppl->add_option("-f,--file", file)->required();
   ppl->add_option("-c,--ctx-size", n_ctx)->capture_default_str();
   ppl->add_option("-t,--threads", threads)->capture_default_str();
+  std::string kv_dtype = "f32";
+  ppl->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
 
   auto* lg = app.add_subcommand("logits", "top-K logits at every prompt position, as JSON");
   lg->add_option("-m,--model", model)->required();
   lg->add_option("-p,--prompt", text)->required();
   lg->add_option("--top", top)->capture_default_str();
   lg->add_option("-t,--threads", threads)->capture_default_str();
+  lg->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
 
   auto* tk = app.add_subcommand("tokenize", "token ids of a text as a JSON array");
   tk->add_option("-m,--model", model, "GGUF (vocab-only is fine), HF directory or tokenizer.json")
@@ -267,6 +280,7 @@ int main(int argc, char** argv) {
   bb->add_option("--l1-cache-size", l1_window,
                  "L1 KV window: newest positions per sequence read from a ring; 0 = no L1")
       ->capture_default_str();
+  bb->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
   bb->add_flag("--json", bench_json, "print one JSON array");
 
   CLI11_PARSE(app, argc, argv);
@@ -279,12 +293,13 @@ int main(int argc, char** argv) {
       return run_generate(g, seed_opt->count() > 0);
     }
     if (threads < 1) k25::fail("--threads must be at least 1");
-    if (*ppl) return run_perplexity(model, file, n_ctx, threads);
-    if (*lg) return run_logits(model, text, top, threads);
+    const k25::KvDtype dtype = k25::parse_kv_dtype(kv_dtype, "--kv-cache-dtype");
+    if (*ppl) return run_perplexity(model, file, n_ctx, threads, dtype);
+    if (*lg) return run_logits(model, text, top, threads, dtype);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
     if (*bb)
       return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads, l1_window,
-                               bench_json);
+                               dtype, bench_json);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

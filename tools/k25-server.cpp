@@ -110,6 +110,7 @@ int run(const k25::ServerConfig& config) {
       options.kv_budget_bytes = static_cast<size_t>(config.l2_cache_size_mb) << 20;
       options.kv_page_tokens = config.l2_page_tokens;
       options.kv_shards = config.l2_cache_shards;
+      options.kv_dtype = config.kv_cache_dtype;
       options.batch_timeout_ms = config.batch_timeout_ms;
       options.queue_timeout_ms = config.queue_timeout_s * 1000;
       options.debug_step_delay_ms = config.debug_step_delay_ms;

@@ -32,9 +32,10 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   const int page_tokens = PagedKvCache::kDefaultPageTokens;
   const size_t pages =
       static_cast<size_t>(c.n_parallel) * ((n_positions + page_tokens - 1) / page_tokens);
-  const size_t page_bytes = PagePool::page_bytes_for({page_tokens, config.n_layers, kv_dim});
+  const size_t page_bytes =
+      PagePool::page_bytes_for({page_tokens, config.n_layers, kv_dim, c.kv_dtype});
   PagedKvCache paged(config.n_layers, kv_dim, config.context_length, pages * page_bytes,
-                     page_tokens);
+                     page_tokens, 1, c.kv_dtype);
   std::optional<L1WindowKvCache> l1;
   if (c.l1_window > 0) l1.emplace(paged, config.n_layers, kv_dim, c.l1_window);
   KvCache& kv = l1 ? static_cast<KvCache&>(*l1) : paged;

@@ -2,7 +2,8 @@
 // can be compared side by side: `n_parallel` sequences each prefill `n_prompt` tokens (one
 // batch, cut into chunks of at most `max_batch_tokens`), then decode `n_generate` steps in which
 // every sequence adds one token (one forward call of n_parallel tokens per step). The KV cache
-// is the engine's paged one, read through an L1 window (L1WindowKvCache) when l1_window > 0.
+// is the engine's paged one (rows of kv_dtype), read through an L1 window (L1WindowKvCache) when
+// l1_window > 0.
 #pragma once
 
 #include <vector>
@@ -16,6 +17,7 @@ struct BatchedBenchCase {
   int n_generate = 128;
   int n_parallel = 1;
   int l1_window = 0;  // L1 ring positions per sequence; 0: no L1 tier
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 struct BatchedBenchResult {

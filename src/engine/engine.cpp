@@ -119,11 +119,13 @@ Engine::Engine(Model& model, EngineOptions options)
     const size_t pages_per_seq =
         (static_cast<size_t>(context_size_) + options_.kv_page_tokens - 1) /
         options_.kv_page_tokens;
-    budget = PagePool::page_bytes_for({options_.kv_page_tokens, c.n_layers, kv_dim}) *
-             pages_per_seq * static_cast<size_t>(options_.max_batch_size);
+    budget =
+        PagePool::page_bytes_for({options_.kv_page_tokens, c.n_layers, kv_dim, options_.kv_dtype}) *
+        pages_per_seq * static_cast<size_t>(options_.max_batch_size);
   }
   kv_ = std::make_unique<PagedKvCache>(c.n_layers, kv_dim, context_size_, budget,
-                                       options_.kv_page_tokens, options_.kv_shards);
+                                       options_.kv_page_tokens, options_.kv_shards,
+                                       options_.kv_dtype);
   if (kv_->pool().pages_total() == 0) {
     fail("engine: a KV budget of ", budget, " bytes holds no page (one page is ",
          kv_->pool().page_bytes(), " bytes)");
@@ -174,10 +176,16 @@ void Engine::open_l3() {
   // Pages of another model or KV geometry must never be read back: the store starts empty when
   // its index carries another tag.
   uint64_t tag = options_.l3_content_tag;
+  const auto mix = [&tag](uint64_t v) {
+    tag = (tag ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+  };
   for (uint64_t v : {prefix_->root_key(), static_cast<uint64_t>(c.n_vocab),
                      static_cast<uint64_t>(c.dim), static_cast<uint64_t>(c.n_heads)}) {
-    tag = (tag ^ v) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+    mix(v);
   }
+  // The rows' element type: f16 pages are never read as f32 or back. Only mixed in for f16, so
+  // the f32 stores written before the dtype existed keep their tag.
+  if (options_.kv_dtype != KvDtype::kF32) mix(static_cast<uint64_t>(options_.kv_dtype));
   o.content_tag = tag;
   try {
     l3_ = std::make_unique<L3PrefixTier>(o, kv_->pool());

@@ -5,33 +5,56 @@
 // is in L1, so a prefill task of many queries reads the cached rows from memory once, not once
 // per block. Needs AVX-512 and a head size that is a multiple of 64; otherwise each query runs
 // dot_f32 / softmax / axpy on its own.
+// Every function is a template on the stored element type: float (KvDtype::kF32) or Half
+// (kF16), widened to float where it is loaded (in registers, or one row at a time on the
+// portable path), so both types run the same float operations in the same order.
 #include "kernels/attention.h"
 
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <type_traits>
 
 #include "kernels/ops.h"
 
 namespace k25 {
 namespace {
 
-// Each query separately: the portable path.
+using Half = uint16_t;  // IEEE binary16 bits
+
+// A row of n elements as floats: the row itself, or its widened copy in `buffer`.
+template <typename T>
+const float* as_floats(const T* row, int n, float* buffer) {
+  if constexpr (std::is_same_v<T, float>) {
+    return row;
+  } else {
+    kv_load_row(KvDtype::kF16, row, buffer, n);
+    return buffer;
+  }
+}
+
+// Each query separately: the portable path. `row` is scratch for one widened row.
+template <typename T>
 void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
-                int head_dim, float scale, float* scores) {
+                int head_dim, float scale, float* scores, float* row) {
   int p = 0;
   for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
     const int stop = std::min(query.n_pos, p + spans[s].n);
-    const float* keys = spans[s].keys;
-    for (; p < stop; ++p, keys += kv_stride) scores[p] = dot_f32(query.q, keys, head_dim) * scale;
+    const T* keys = static_cast<const T*>(spans[s].keys);
+    for (; p < stop; ++p, keys += kv_stride) {
+      scores[p] = dot_f32(query.q, as_floats(keys, head_dim, row), head_dim) * scale;
+    }
   }
   const float inv_sum = 1.0f / exp_minus_max(scores, query.n_pos);
   std::fill(query.out, query.out + head_dim, 0.0f);
   p = 0;
   for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
     const int stop = std::min(query.n_pos, p + spans[s].n);
-    const float* values = spans[s].values;
-    for (; p < stop; ++p, values += kv_stride) axpy(query.out, scores[p], values, head_dim);
+    const T* values = static_cast<const T*>(spans[s].values);
+    for (; p < stop; ++p, values += kv_stride) {
+      axpy(query.out, scores[p], as_floats(values, head_dim, row), head_dim);
+    }
   }
   for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
 }
@@ -47,6 +70,21 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 
 constexpr int kQueries = 4;
 constexpr int kKeys = 4;
+
+// 16 consecutive elements as floats.
+inline __m512 load16(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline __m512 load16(const Half* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// The same, or zeros without reading memory when `present` is 0 (it is all or nothing).
+inline __m512 load16_if(const float* p, __mmask16 present) {
+  return _mm512_maskz_loadu_ps(present, p);
+}
+inline __m512 load16_if(const Half* p, __mmask16 present) {
+  return present != 0 ? load16(p) : _mm512_setzero_ps();
+}
 
 // The 16 lane sums of v[0..15], v[i + 4 * j] landing in element 4 * i + j: pairs of vectors
 // fold their halves together, then their 128-bit quarters, pairs and neighbours. Each sum
@@ -71,15 +109,16 @@ inline __m512 reduce16(__m512 v[16]) {
 // Dots of 4 queries (q[i]) with n_keys <= 4 keys at k, k + stride, ...: scores[i * s_stride + j].
 // A missing key's products are zeros, which leave the other sums bit for bit unchanged, so a
 // score does not depend on how many keys shared its call.
-void dots_4x4(const float* const* q, const float* k, int stride, int n_keys, int head_dim,
-              float scale, float* scores, int s_stride) {
+template <typename T>
+void dots_4x4(const float* const* q, const T* k, int stride, int n_keys, int head_dim, float scale,
+              float* scores, int s_stride) {
   __m512 acc[16];  // query i, key j at i + 4 * j
   for (auto& a : acc) a = _mm512_setzero_ps();
   __mmask16 present[kKeys];  // masked loads read nothing for missing keys
   for (int j = 0; j < kKeys; ++j) present[j] = j < n_keys ? 0xffff : 0;
   for (int c = 0; c < head_dim; c += 16) {
     __m512 kv[kKeys];
-    for (int j = 0; j < kKeys; ++j) kv[j] = _mm512_maskz_loadu_ps(present[j], k + j * stride + c);
+    for (int j = 0; j < kKeys; ++j) kv[j] = load16_if(k + j * stride + c, present[j]);
     for (int i = 0; i < kQueries; ++i) {
       const __m512 qv = _mm512_loadu_ps(q[i] + c);
       for (int j = 0; j < kKeys; ++j) acc[i + 4 * j] = _mm512_fmadd_ps(qv, kv[j], acc[i + 4 * j]);
@@ -99,7 +138,8 @@ void dots_4x4(const float* const* q, const float* k, int stride, int n_keys, int
 constexpr int kKeyTile = 64;
 
 // out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`.
-void weighted_values_4x64(const float* scores, int s_stride, const float* v, int kv_stride, int p0,
+template <typename T>
+void weighted_values_4x64(const float* scores, int s_stride, const T* v, int kv_stride, int p0,
                           int p1, int c0, float* const* out, bool first) {
   __m512 acc[kQueries][4];
   for (int i = 0; i < kQueries; ++i) {
@@ -110,7 +150,7 @@ void weighted_values_4x64(const float* scores, int s_stride, const float* v, int
   v += c0;
   for (int p = p0; p < p1; ++p, v += kv_stride) {
     __m512 vv[4];
-    for (int c = 0; c < 4; ++c) vv[c] = _mm512_loadu_ps(v + 16 * c);
+    for (int c = 0; c < 4; ++c) vv[c] = load16(v + 16 * c);
     for (int i = 0; i < kQueries; ++i) {
       const __m512 w = _mm512_set1_ps(scores[i * s_stride + p]);
       for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(w, vv[c], acc[i][c]);
@@ -121,13 +161,14 @@ void weighted_values_4x64(const float* scores, int s_stride, const float* v, int
   }
 }
 
-// Asks for rows [0, n) of a span (head_dim floats each, kv_stride apart) to be brought into cache.
-void prefetch_rows(const float* rows, int n, int kv_stride, int head_dim) {
+// Asks for rows [0, n) of a span (head_dim elements each, kv_stride apart) to be brought into
+// cache, one 64-byte line at a time.
+template <typename T>
+void prefetch_rows(const T* rows, int n, int kv_stride, int head_dim) {
+  const size_t row_bytes = static_cast<size_t>(head_dim) * sizeof(T);
   for (int r = 0; r < n; ++r) {
-    for (int c = 0; c < head_dim; c += 16) {
-      _mm_prefetch(reinterpret_cast<const char*>(rows + static_cast<size_t>(r) * kv_stride + c),
-                   _MM_HINT_T0);
-    }
+    const char* row = reinterpret_cast<const char*>(rows + static_cast<size_t>(r) * kv_stride);
+    for (size_t b = 0; b < row_bytes; b += 64) _mm_prefetch(row + b, _MM_HINT_T0);
   }
 }
 
@@ -139,7 +180,7 @@ constexpr int kPrefetchSpans = 2;
 // for the hardware prefetcher, and in decode nearly every row comes from DRAM (the loads of the
 // first keys were a third of decode attention's samples). So the keys (or values) of the spans
 // kPrefetchSpans ahead are prefetched while the current one runs.
-template <typename Fn>
+template <typename T, typename Fn>
 void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_stride,
                    int head_dim, Fn&& tile) {
   int span_start = 0;
@@ -149,12 +190,13 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
     for (; ahead < n_spans && ahead <= s + kPrefetchSpans && ahead_start < n; ++ahead) {
       const KvSpan& next = spans[ahead];
       const int rows = std::min({next.n, n - ahead_start, kKeyTile});
-      prefetch_rows(values ? next.values : next.keys, rows, kv_stride, head_dim);
+      prefetch_rows(static_cast<const T*>(values ? next.values : next.keys), rows, kv_stride,
+                    head_dim);
       ahead_start += next.n;
     }
     for (int p = span_start; p < stop; p += kKeyTile) {
-      tile(p, spans[s].keys, spans[s].values, static_cast<size_t>(p - span_start),
-           std::min(kKeyTile, stop - p));
+      tile(p, static_cast<const T*>(spans[s].keys), static_cast<const T*>(spans[s].values),
+           static_cast<size_t>(p - span_start), std::min(kKeyTile, stop - p));
     }
     span_start = stop;
   }
@@ -165,6 +207,7 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
 // Each score and each output element is computed by the same operations in the same order
 // whatever the other queries of the call are, so results do not depend on how a batch groups
 // its queries.
+template <typename T>
 void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
   const int n_blocks = (nq + kQueries - 1) / kQueries;
@@ -186,17 +229,17 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     return scores + static_cast<size_t>(b) * kQueries * s_stride;
   };
 
-  for_each_tile(spans, n_spans, n, false, kv_stride, head_dim,
-                [&](int p0, const float* k0, const float*, size_t offset, int len) {
-                  for (int b = 0; b < n_blocks; ++b) {
-                    const int stop = std::min(p0 + len, limit[b]);
-                    const float* k = k0 + offset * kv_stride;
-                    for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
-                      dots_4x4(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p), head_dim,
-                               scale, block_scores(b) + p, s_stride);
-                    }
-                  }
-                });
+  for_each_tile<T>(spans, n_spans, n, false, kv_stride, head_dim,
+                   [&](int p0, const T* k0, const T*, size_t offset, int len) {
+                     for (int b = 0; b < n_blocks; ++b) {
+                       const int stop = std::min(p0 + len, limit[b]);
+                       const T* k = k0 + offset * kv_stride;
+                       for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
+                         dots_4x4(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p),
+                                  head_dim, scale, block_scores(b) + p, s_stride);
+                       }
+                     }
+                   });
   std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
   for (int i = 0; i < n_blocks * kQueries; ++i) {
     const int b = i / kQueries;
@@ -206,18 +249,18 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     if (i < nq) inv_sum[i] = 1.0f / sum;
     std::fill(row + n_pos, row + limit[b], 0.0f);
   }
-  for_each_tile(spans, n_spans, n, true, kv_stride, head_dim,
-                [&](int p0, const float*, const float* v0, size_t offset, int len) {
-                  for (int b = 0; b < n_blocks; ++b) {
-                    const int stop = std::min(p0 + len, limit[b]);
-                    if (stop <= p0) continue;
-                    const float* v = v0 + offset * kv_stride;
-                    for (int c0 = 0; c0 < head_dim; c0 += 64) {
-                      weighted_values_4x64(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
-                                           &out[b * kQueries], p0 == 0);
-                    }
-                  }
-                });
+  for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,
+                   [&](int p0, const T*, const T* v0, size_t offset, int len) {
+                     for (int b = 0; b < n_blocks; ++b) {
+                       const int stop = std::min(p0 + len, limit[b]);
+                       if (stop <= p0) continue;
+                       const T* v = v0 + offset * kv_stride;
+                       for (int c0 = 0; c0 < head_dim; c0 += 64) {
+                         weighted_values_4x64(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
+                                              &out[b * kQueries], p0 == 0);
+                       }
+                     }
+                   });
   for (int i = 0; i < nq; ++i) {
     const __m512 scale_out = _mm512_set1_ps(inv_sum[i]);
     for (int c = 0; c < head_dim; c += 16) {
@@ -228,21 +271,33 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
 }
 #endif  // __AVX512F__
 
-}  // namespace
-
-void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
-                    int kv_stride, int head_dim, float scale, std::vector<float>& scores) {
+template <typename T>
+void attend(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
+            int kv_stride, int head_dim, float scale, std::vector<float>& scores) {
 #if defined(K25_ATTN_BLOCKED)
   if (head_dim % 64 == 0) {
-    attend_blocked(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+    attend_blocked<T>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
     return;
   }
 #endif
   int n = 0;
   for (int i = 0; i < n_queries; ++i) n = std::max(n, queries[i].n_pos);
-  scores.resize(n);
+  scores.resize(static_cast<size_t>(n) + head_dim);  // the scores, then one widened row
   for (int i = 0; i < n_queries; ++i) {
-    attend_one(queries[i], spans, n_spans, kv_stride, head_dim, scale, scores.data());
+    attend_one<T>(queries[i], spans, n_spans, kv_stride, head_dim, scale, scores.data(),
+                  scores.data() + n);
+  }
+}
+
+}  // namespace
+
+void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
+                    int kv_stride, int head_dim, float scale, std::vector<float>& scores,
+                    KvDtype dtype) {
+  if (dtype == KvDtype::kF16) {
+    attend<Half>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+  } else {
+    attend<float>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
   }
 }
 

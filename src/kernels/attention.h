@@ -4,12 +4,16 @@
 
 #include <vector>
 
+#include "model/kv_dtype.h"
+
 namespace k25 {
 
-// `n` consecutive cached positions: position i's key at keys + i * stride, value likewise.
+// `n` consecutive cached positions: position i's key at keys + i * stride elements, value
+// likewise. The elements are of the KvDtype given to attend_queries (float for kF32, IEEE half
+// bits for kF16).
 struct KvSpan {
-  const float* keys;
-  const float* values;
+  const void* keys;
+  const void* values;
   int n;
 };
 
@@ -22,7 +26,10 @@ struct AttentionQuery {
 
 // out = sum_p softmax_p(q . k_p * scale) v_p for every query, p < its n_pos. The spans give
 // positions 0, 1, ... in order and cover at least the largest n_pos. `scores` is scratch.
+// F16 rows are widened to float as they are read and everything accumulates in float, so the
+// result equals that of F32 rows holding the same (rounded) values, bit for bit.
 void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
-                    int kv_stride, int head_dim, float scale, std::vector<float>& scores);
+                    int kv_stride, int head_dim, float scale, std::vector<float>& scores,
+                    KvDtype dtype = KvDtype::kF32);
 
 }  // namespace k25

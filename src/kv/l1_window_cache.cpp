@@ -1,7 +1,6 @@
 #include "kv/l1_window_cache.h"
 
 #include <algorithm>
-#include <cstring>
 #include <new>
 
 #include "util/error.h"
@@ -11,7 +10,6 @@ namespace k25 {
 namespace {
 
 constexpr size_t kAlignment = 64;  // attention reads rows with SIMD loads
-constexpr size_t kAlignmentFloats = kAlignment / sizeof(float);
 // Threads that get their own hit counter slot; later threads share one more slot.
 constexpr int kCountSlots = 32;
 
@@ -28,7 +26,7 @@ int thread_slot() {
 
 }  // namespace
 
-void L1WindowKvCache::FreeAligned::operator()(float* p) const {
+void L1WindowKvCache::FreeAligned::operator()(std::byte* p) const {
   ::operator delete (p, std::align_val_t{kAlignment});
 }
 
@@ -37,13 +35,15 @@ L1WindowKvCache::L1WindowKvCache(KvCache& inner, int n_layers, int kv_dim, int w
       n_layers_(n_layers),
       kv_dim_(kv_dim),
       window_(window),
+      dtype_(inner.dtype()),
+      row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype_)),
       counts_(new HitCounts[kCountSlots + 1]) {
   if (n_layers < 1 || kv_dim < 1 || window < 1) {
     fail("L1 KV window: layers (", n_layers, "), kv_dim (", kv_dim, ") and window (", window,
          ") must be positive");
   }
-  const size_t floats = static_cast<size_t>(window) * kv_dim;
-  block_floats_ = (floats + kAlignmentFloats - 1) / kAlignmentFloats * kAlignmentFloats;
+  const size_t bytes = static_cast<size_t>(window) * row_bytes_;
+  block_bytes_ = (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 L1WindowKvCache::~L1WindowKvCache() = default;
@@ -57,8 +57,8 @@ void L1WindowKvCache::clear(int seq) {
   if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size()) sequences_[seq] = Sequence{};
 }
 
-float* L1WindowKvCache::block(Sequence& s, int layer, bool value) const {
-  return s.ring.get() + (static_cast<size_t>(layer) * 2 + (value ? 1 : 0)) * block_floats_;
+std::byte* L1WindowKvCache::block(Sequence& s, int layer, bool value) const {
+  return s.ring.get() + (static_cast<size_t>(layer) * 2 + (value ? 1 : 0)) * block_bytes_;
 }
 
 void L1WindowKvCache::count(bool in_ring, int n) {
@@ -71,7 +71,7 @@ void L1WindowKvCache::count(bool in_ring, int n) {
   }
 }
 
-float* L1WindowKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) {
+std::byte* L1WindowKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) {
   int below_ring = -1;  // the ring's first position when pos is older than it
   if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && layer >= 0 && layer < n_layers_) {
     Sequence& s = sequences_[seq];
@@ -81,23 +81,23 @@ float* L1WindowKvCache::row(int seq, int layer, int pos, bool value, int* n_cont
         const int slot = pos % window_;
         *n_contiguous = std::min(window_ - slot, r.hi - pos);
         if (!value) count(true, *n_contiguous);
-        return block(s, layer, value) + static_cast<size_t>(slot) * kv_dim_;
+        return block(s, layer, value) + static_cast<size_t>(slot) * row_bytes_;
       }
       if (pos < r.lo) below_ring = r.lo;
     }
   }
-  float* p = value ? inner_.values(seq, layer, pos, n_contiguous)
-                   : inner_.keys(seq, layer, pos, n_contiguous);
+  std::byte* p = value ? inner_.value_rows(seq, layer, pos, n_contiguous)
+                       : inner_.key_rows(seq, layer, pos, n_contiguous);
   if (below_ring >= 0) *n_contiguous = std::min(*n_contiguous, below_ring - pos);
   if (!value) count(false, *n_contiguous);
   return p;
 }
 
-float* L1WindowKvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+std::byte* L1WindowKvCache::key_rows(int seq, int layer, int pos, int* n_contiguous) {
   return row(seq, layer, pos, false, n_contiguous);
 }
 
-float* L1WindowKvCache::values(int seq, int layer, int pos, int* n_contiguous) {
+std::byte* L1WindowKvCache::value_rows(int seq, int layer, int pos, int* n_contiguous) {
   return row(seq, layer, pos, true, n_contiguous);
 }
 
@@ -112,8 +112,8 @@ void L1WindowKvCache::store(int seq, int layer, int pos, const float* k, const f
   if (static_cast<size_t>(seq) >= sequences_.size()) sequences_.resize(seq + 1);
   Sequence& s = sequences_[seq];
   if (!s.ring) {
-    const size_t bytes = 2 * static_cast<size_t>(n_layers_) * block_floats_ * sizeof(float);
-    s.ring.reset(static_cast<float*>(::operator new (bytes, std::align_val_t{kAlignment})));
+    const size_t bytes = 2 * static_cast<size_t>(n_layers_) * block_bytes_;
+    s.ring.reset(static_cast<std::byte*>(::operator new (bytes, std::align_val_t{kAlignment})));
     s.ranges.assign(n_layers_, Range{});
   }
   Range& r = s.ranges[layer];
@@ -124,9 +124,9 @@ void L1WindowKvCache::store(int seq, int layer, int pos, const float* k, const f
     if (pos < r.lo && r.lo < r.hi) return;  // older than the ring: the inner cache holds it
     r = {pos, pos + 1};                     // a first row or a gap: the ring restarts at pos
   }
-  const size_t offset = static_cast<size_t>(pos % window_) * kv_dim_;
-  std::memcpy(block(s, layer, false) + offset, k, kv_dim * sizeof(float));
-  std::memcpy(block(s, layer, true) + offset, v, kv_dim * sizeof(float));
+  const size_t offset = static_cast<size_t>(pos % window_) * row_bytes_;
+  kv_store_row(dtype_, k, block(s, layer, false) + offset, kv_dim);
+  kv_store_row(dtype_, v, block(s, layer, true) + offset, kv_dim);
 }
 
 uint64_t L1WindowKvCache::ring_positions_served() const {
@@ -159,7 +159,7 @@ void L1WindowKvCache::reset_hit_counts() {
 size_t L1WindowKvCache::bytes_used() const {
   size_t n = 0;
   for (const Sequence& s : sequences_) {
-    if (s.ring) n += 2 * static_cast<size_t>(n_layers_) * block_floats_ * sizeof(float);
+    if (s.ring) n += 2 * static_cast<size_t>(n_layers_) * block_bytes_;
   }
   return n;
 }

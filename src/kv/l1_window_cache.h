@@ -5,16 +5,16 @@
 // A decorator over the cache that really holds the KV (the paged L2 tier, not owned): store()
 // writes the inner cache AND the ring, so the inner cache always holds every position (its pages
 // are published to the prefix cache, spilled to disk and shared) and the ring is never the only
-// copy. keys()/values() serve a position from the ring when it is in the ring's valid range of
-// that (sequence, layer): the positions written through store() since the last clear(), at most
-// the newest `window` of them and only a gap-free run ending at the newest. Everything else
-// (older positions, positions adopted from the prefix cache or restored from disk, rows written
-// around this class) comes from the inner cache, with the run clipped so that it never crosses
-// into the ring's range: attention then reads the newest positions from the ring.
+// copy. key_rows()/value_rows() serve a position from the ring when it is in the ring's valid
+// range of that (sequence, layer): the positions written through store() since the last clear(),
+// at most the newest `window` of them and only a gap-free run ending at the newest. Everything
+// else (older positions, positions adopted from the prefix cache or restored from disk, rows
+// written around this class) comes from the inner cache, with the run clipped so that it never
+// crosses into the ring's range: attention then reads the newest positions from the ring.
 //
 // Layout: position p sits in slot p % window; per (sequence, layer) the K block and the V block
-// are each `window` contiguous rows of kv_dim floats, 64-byte aligned. A sequence's ring is
-// allocated on its first store() and freed by clear().
+// are each `window` contiguous rows of kv_dim elements of the inner cache's dtype, 64-byte
+// aligned. A sequence's ring is allocated on its first store() and freed by clear().
 //
 // Eviction: the ring always holds the newest positions, so storing position p evicts p - window.
 // `l1_eviction_policy` lru and fifo choose the same victim here: the oldest position is the
@@ -22,14 +22,14 @@
 // every position of the sequence at every step, so no position in the window is used more
 // recently than another. So the class takes no policy: both config values give this ring.
 //
-// Hit share: keys() counts the positions of each run it returns, as ring (hit) or inner (miss).
-// The counters are per thread slot, written without read-modify-write instructions, so the
+// Hit share: key_rows() counts the positions of each run it returns, as ring (hit) or inner
+// (miss). The counters are per thread slot, written without read-modify-write instructions, so the
 // attention workers do not contend on them.
 //
 // Thread-safety as PagedKvCache: store(), reserve(), clear() and reset_hit_counts() from one
-// thread; keys()/values() concurrently from the attention workers while none of those runs.
-// Every clear() of a sequence must go through this class (clearing only the inner cache leaves
-// a stale ring that keys() would serve).
+// thread; key_rows()/value_rows() concurrently from the attention workers while none of those
+// runs. Every clear() of a sequence must go through this class (clearing only the inner cache
+// leaves a stale ring that key_rows() would serve).
 #pragma once
 
 #include <atomic>
@@ -45,24 +45,25 @@ class L1WindowKvCache final : public KvCache {
  public:
   static constexpr int kDefaultWindow = 128;  // R-KV's l1_cache_size
 
-  // Throws k25::Error on a non-positive shape or window.
+  // Throws k25::Error on a non-positive shape or window. Rows are of the inner cache's dtype.
   L1WindowKvCache(KvCache& inner, int n_layers, int kv_dim, int window = kDefaultWindow);
   ~L1WindowKvCache() override;
   L1WindowKvCache(const L1WindowKvCache&) = delete;
   L1WindowKvCache& operator=(const L1WindowKvCache&) = delete;
 
+  KvDtype dtype() const override { return dtype_; }
   void reserve(int seq, int n_positions) override;
   void clear(int seq) override;
-  float* keys(int seq, int layer, int pos, int* n_contiguous) override;
-  float* values(int seq, int layer, int pos, int* n_contiguous) override;
+  std::byte* key_rows(int seq, int layer, int pos, int* n_contiguous) override;
+  std::byte* value_rows(int seq, int layer, int pos, int* n_contiguous) override;
   // Writes the inner cache, then the ring. kv_dim must be the one given at construction.
   void store(int seq, int layer, int pos, const float* k, const float* v, int kv_dim) override;
 
-  // Positions keys() served from the ring / in all, summed over every keys() call since
+  // Positions key_rows() served from the ring / in all, summed over every key_rows() call since
   // construction or reset_hit_counts().
   uint64_t ring_positions_served() const;
   uint64_t positions_served() const;
-  // ring_positions_served() / positions_served(), 0 before any keys() call.
+  // ring_positions_served() / positions_served(), 0 before any key_rows() call.
   double hit_share() const;
   void reset_hit_counts();
 
@@ -76,24 +77,26 @@ class L1WindowKvCache final : public KvCache {
     int lo = 0, hi = 0;
   };
   struct FreeAligned {
-    void operator()(float* p) const;
+    void operator()(std::byte* p) const;
   };
   struct Sequence {
-    std::unique_ptr<float[], FreeAligned> ring;  // [layer][K, V][window rows], blocks aligned
-    std::vector<Range> ranges;                   // by layer
+    std::unique_ptr<std::byte[], FreeAligned> ring;  // [layer][K, V][window rows], blocks aligned
+    std::vector<Range> ranges;                       // by layer
   };
   // Counters of one thread slot, on their own cache line.
   struct alignas(64) HitCounts {
     std::atomic<uint64_t> ring{0}, inner{0};
   };
 
-  float* row(int seq, int layer, int pos, bool value, int* n_contiguous);
-  float* block(Sequence& s, int layer, bool value) const;
+  std::byte* row(int seq, int layer, int pos, bool value, int* n_contiguous);
+  std::byte* block(Sequence& s, int layer, bool value) const;
   void count(bool in_ring, int n);
 
   KvCache& inner_;
   int n_layers_, kv_dim_, window_;
-  size_t block_floats_;  // one K (or V) block, padded to the alignment
+  KvDtype dtype_;
+  size_t row_bytes_;
+  size_t block_bytes_;  // one K (or V) block, padded to the alignment
   std::vector<Sequence> sequences_;
   std::unique_ptr<HitCounts[]> counts_;  // kCountSlots per-thread slots, then one shared slot
 };

@@ -1,6 +1,7 @@
 // The bytes of one L2 page (PagePool) as the pieces DiskStore::submit_write() gathers and
-// submit_read() scatters: for each layer its K rows then its V rows (page_tokens * kv_dim floats
-// each), without the blocks' alignment padding. Built only from PagePool's public keys()/values(),
+// submit_read() scatters: for each layer its K rows then its V rows (page_tokens * kv_dim elements
+// of the geometry's dtype each), without the blocks' alignment padding. Built only from PagePool's
+// public key_block()/value_block(),
 // so it does not depend on how the pool lays blocks out.
 #pragma once
 

@@ -21,15 +21,14 @@ size_t round_up(size_t n, size_t multiple) {
 
 }  // namespace
 
-void PagePool::AlignedDelete::operator()(float* p) const {
+void PagePool::AlignedDelete::operator()(std::byte* p) const {
   ::operator delete[](p, std::align_val_t{kAlignment});
 }
 
 size_t PagePool::page_bytes_for(const PageGeometry& geometry) {
   // One K and one V block per layer, each padded to kAlignment.
   const size_t block_bytes = round_up(
-      size_t{static_cast<unsigned>(geometry.page_tokens)} * geometry.kv_dim * sizeof(float),
-      kAlignment);
+      size_t{static_cast<unsigned>(geometry.page_tokens)} * geometry.row_bytes(), kAlignment);
   return block_bytes * 2 * geometry.n_layers;
 }
 
@@ -44,8 +43,7 @@ PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
          n_shards);
   }
   page_bytes_ = page_bytes_for(geometry);
-  page_floats_ = page_bytes_ / sizeof(float);
-  block_floats_ = page_floats_ / (2 * geometry.n_layers);
+  block_bytes_ = page_bytes_ / (2 * geometry.n_layers);
   // Page ids are 32-bit; a budget beyond that many pages is clipped, never exceeded.
   pages_total_ = std::min<size_t>(budget_bytes / page_bytes_, std::numeric_limits<PageId>::max());
   while (slab_shift_ < 31 && (page_bytes_ << (slab_shift_ + 1)) <= kSlabTargetBytes) ++slab_shift_;
@@ -73,7 +71,7 @@ std::optional<PageId> PagePool::allocate(int shard) {
       const size_t n_pages = std::min<size_t>(size_t{1} << slab_shift_, pages_total_ - first);
       const size_t bytes = n_pages * page_bytes_;
       slabs_.emplace_back(
-          static_cast<float*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+          static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment})));
       bytes_allocated_ += bytes;
     }
   } else {

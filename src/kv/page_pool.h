@@ -2,7 +2,8 @@
 //
 // One page holds `page_tokens` consecutive positions of one sequence for every layer, K and V:
 //   [layer 0 K][layer 0 V][layer 1 K][layer 1 V] ...   each block: page_tokens rows of kv_dim
-// floats, so a layer's K (or V) rows inside a page are contiguous, as KvCache::keys() promises.
+// elements of the geometry's dtype (4 bytes for f32, 2 for f16), so a layer's K (or V) rows
+// inside a page are contiguous, as KvCache::key_rows() promises.
 // Every block starts on a 64-byte boundary (attention reads rows with SIMD loads).
 //
 // Slabs are allocated lazily, the first time a page in them is handed out, and are kept until
@@ -19,7 +20,7 @@
 // reference, retain() adds one, free() drops one and returns the page to the pool at zero.
 //
 // Thread-safety: none inside. allocate()/free() must come from one thread (the engine's);
-// keys()/values() only read immutable slab pointers and may run concurrently with each other.
+// key_block()/value_block() only read immutable slab pointers and may run concurrently.
 #pragma once
 
 #include <cstddef>
@@ -28,6 +29,9 @@
 #include <optional>
 #include <vector>
 
+#include "model/kv_dtype.h"
+#include "util/error.h"
+
 namespace k25 {
 
 using PageId = uint32_t;
@@ -35,7 +39,10 @@ using PageId = uint32_t;
 struct PageGeometry {
   int page_tokens = 16;  // positions per page
   int n_layers = 0;
-  int kv_dim = 0;  // floats per K (or V) row
+  int kv_dim = 0;  // elements per K (or V) row
+  KvDtype dtype = KvDtype::kF32;
+
+  size_t row_bytes() const { return static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype); }
 };
 
 class PagePool {
@@ -65,10 +72,21 @@ class PagePool {
   // References held on `page` (0: not allocated).
   uint32_t ref_count(PageId page) const { return page < next_fresh_ ? refs_[page] : 0; }
 
-  // Start of `layer`'s K (or V) block in `page`: page_tokens rows, kv_dim floats apart.
-  float* keys(PageId page, int layer) const { return page_base(page) + layer * 2 * block_floats_; }
+  // Start of `layer`'s K (or V) block in `page`: page_tokens rows, geometry().row_bytes() apart.
+  std::byte* key_block(PageId page, int layer) const {
+    return page_base(page) + layer * 2 * block_bytes_;
+  }
+  std::byte* value_block(PageId page, int layer) const {
+    return page_base(page) + (layer * 2 + 1) * block_bytes_;
+  }
+  // The same as floats, for a pool of f32 rows (throws k25::Error for another dtype).
+  float* keys(PageId page, int layer) const {
+    require_f32();
+    return reinterpret_cast<float*>(key_block(page, layer));
+  }
   float* values(PageId page, int layer) const {
-    return page_base(page) + (layer * 2 + 1) * block_floats_;
+    require_f32();
+    return reinterpret_cast<float*>(value_block(page, layer));
   }
 
   int shard_of(int position) const { return (position / geometry_.page_tokens) & (n_shards_ - 1); }
@@ -91,22 +109,26 @@ class PagePool {
 
  private:
   struct AlignedDelete {
-    void operator()(float* p) const;
+    void operator()(std::byte* p) const;
   };
-  float* page_base(PageId page) const {
-    return slabs_[page >> slab_shift_].get() + (page & slab_mask_) * page_floats_;
+  std::byte* page_base(PageId page) const {
+    return slabs_[page >> slab_shift_].get() + (page & slab_mask_) * page_bytes_;
+  }
+  void require_f32() const {
+    if (geometry_.dtype != KvDtype::kF32) {
+      fail("KV page pool: pages hold ", to_string(geometry_.dtype), " rows, not f32");
+    }
   }
 
   PageGeometry geometry_;
   size_t budget_bytes_;
   int n_shards_;
-  size_t block_floats_ = 0;  // one layer's K (or V) block, padded to kAlignment
-  size_t page_floats_ = 0;
+  size_t block_bytes_ = 0;  // one layer's K (or V) block, padded to kAlignment
   size_t page_bytes_ = 0;
   size_t pages_total_ = 0;
   int slab_shift_ = 0;  // pages per slab = 1 << slab_shift_
   PageId slab_mask_ = 0;
-  std::vector<std::unique_ptr<float[], AlignedDelete>> slabs_;
+  std::vector<std::unique_ptr<std::byte[], AlignedDelete>> slabs_;
   size_t bytes_allocated_ = 0;
   PageId next_fresh_ = 0;  // pages [next_fresh_, pages_total_) were never handed out
   std::vector<PageId> free_list_;

@@ -7,12 +7,12 @@
 namespace k25 {
 
 PagedKvCache::PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
-                           int page_tokens, int n_shards)
+                           int page_tokens, int n_shards, KvDtype dtype)
     : n_layers_(n_layers),
-      kv_dim_(kv_dim),
       max_positions_(max_positions),
       page_tokens_(page_tokens),
-      pool_(PageGeometry{page_tokens, n_layers, kv_dim}, budget_bytes, n_shards) {
+      row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype)),
+      pool_(PageGeometry{page_tokens, n_layers, kv_dim, dtype}, budget_bytes, n_shards) {
   if ((page_tokens & (page_tokens - 1)) == 0)
     page_shift_ = std::countr_zero(static_cast<unsigned>(page_tokens));
 }
@@ -93,7 +93,7 @@ const std::vector<PageId>& PagedKvCache::page_table(int seq) const {
   return tables_[seq];
 }
 
-float* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) const {
+std::byte* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) const {
   const std::vector<PageId>& table = page_table(seq);
   if (pos < 0 || static_cast<size_t>(pos) >= table.size() * page_tokens_) {
     fail("KV cache: position ", pos, " of sequence ", seq, " not reserved");
@@ -105,15 +105,15 @@ float* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_contigu
   const int offset = pos - index * page_tokens_;
   const PageId page = table[index];
   *n_contiguous = page_tokens_ - offset;
-  float* block = value ? pool_.values(page, layer) : pool_.keys(page, layer);
-  return block + static_cast<size_t>(offset) * kv_dim_;
+  std::byte* block = value ? pool_.value_block(page, layer) : pool_.key_block(page, layer);
+  return block + static_cast<size_t>(offset) * row_bytes_;
 }
 
-float* PagedKvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+std::byte* PagedKvCache::key_rows(int seq, int layer, int pos, int* n_contiguous) {
   return row(seq, layer, pos, false, n_contiguous);
 }
 
-float* PagedKvCache::values(int seq, int layer, int pos, int* n_contiguous) {
+std::byte* PagedKvCache::value_rows(int seq, int layer, int pos, int* n_contiguous) {
   return row(seq, layer, pos, true, n_contiguous);
 }
 

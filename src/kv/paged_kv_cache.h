@@ -10,8 +10,9 @@
 // shared with the prefix cache stays. A PageReclaimer (the prefix cache) is asked for its
 // unused pages before reserve() reports the pool exhausted, and pages_available() counts them.
 //
-// Thread-safety: reserve(), adopt() and clear() from one thread. keys()/values() only read the page
-// tables, so the attention workers may call them concurrently while no reserve()/clear() runs.
+// Thread-safety: reserve(), adopt() and clear() from one thread. key_rows()/value_rows() only read
+// the page tables, so the attention workers may call them concurrently while no reserve()/clear()
+// runs.
 #pragma once
 
 #include <cstddef>
@@ -29,12 +30,14 @@ class PagedKvCache final : public KvCache {
 
   // Throws k25::Error on a non-positive shape or a shard count that is not a power of two.
   PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
-               int page_tokens = kDefaultPageTokens, int n_shards = 1);
+               int page_tokens = kDefaultPageTokens, int n_shards = 1,
+               KvDtype dtype = KvDtype::kF32);
 
+  KvDtype dtype() const override { return pool_.geometry().dtype; }
   void reserve(int seq, int n_positions) override;
   void clear(int seq) override;
-  float* keys(int seq, int layer, int pos, int* n_contiguous) override;
-  float* values(int seq, int layer, int pos, int* n_contiguous) override;
+  std::byte* key_rows(int seq, int layer, int pos, int* n_contiguous) override;
+  std::byte* value_rows(int seq, int layer, int pos, int* n_contiguous) override;
 
   // Whether reserve(seq, n_positions) would succeed now (reclaiming pages if needed).
   bool can_reserve(int seq, int n_positions) const;
@@ -59,9 +62,10 @@ class PagedKvCache final : public KvCache {
   // Pages `seq` still needs to hold n_positions, or -1 when the request is invalid.
   long pages_missing(int seq, int n_positions) const;
   // Row `pos` of `layer` (K or V) and the positions left in its page.
-  float* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
+  std::byte* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
 
-  int n_layers_, kv_dim_, max_positions_, page_tokens_;
+  int n_layers_, max_positions_, page_tokens_;
+  size_t row_bytes_;
   int page_shift_ = -1;  // log2(page_tokens_) when it is a power of two
   PagePool pool_;
   PageReclaimer* reclaimer_ = nullptr;

@@ -33,7 +33,7 @@ GenerateResult generate(Model& model, ThreadPool& pool, const std::vector<TokenI
     fail("generate: prompt (", prompt.size(), " tokens) plus ", options.n_predict,
          " new tokens exceeds the context of ", c.context_length);
   }
-  auto kv = model.make_kv_cache();
+  auto kv = model.make_kv_cache(options.kv_dtype);
   Sampler sampler(options.sampling, c.n_vocab);
   Utf8StreamDecoder utf8;
   StopMatcher stops(options.stop);

@@ -16,7 +16,8 @@ struct GenerateOptions {
   SamplingParams sampling;
   bool ignore_eos = false;  // keep going past end-of-generation tokens
   std::vector<std::string> stop;
-  int prefill_chunk = 512;  // prompt tokens per forward call
+  int prefill_chunk = 512;           // prompt tokens per forward call
+  KvDtype kv_dtype = KvDtype::kF32;  // element type of the KV cache's rows
 };
 
 struct GenerateResult {

@@ -1,7 +1,6 @@
 #include "model/kv_cache.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "util/error.h"
 
@@ -12,15 +11,33 @@ namespace {
 constexpr int kGrowthPositions = 256;
 }  // namespace
 
-void KvCache::store(int seq, int layer, int pos, const float* k, const float* v, int kv_dim) {
-  int run = 0;
-  const size_t bytes = static_cast<size_t>(kv_dim) * sizeof(float);
-  std::memcpy(keys(seq, layer, pos, &run), k, bytes);
-  std::memcpy(values(seq, layer, pos, &run), v, bytes);
+void KvCache::require_f32() const {
+  if (dtype() != KvDtype::kF32) {
+    fail("KV cache: rows are ", to_string(dtype()), ", not f32; read them with key_rows()");
+  }
 }
 
-ContiguousKvCache::ContiguousKvCache(int n_layers, int kv_dim, int max_positions)
-    : n_layers_(n_layers), kv_dim_(kv_dim), max_positions_(max_positions) {}
+float* KvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+  require_f32();
+  return reinterpret_cast<float*>(key_rows(seq, layer, pos, n_contiguous));
+}
+
+float* KvCache::values(int seq, int layer, int pos, int* n_contiguous) {
+  require_f32();
+  return reinterpret_cast<float*>(value_rows(seq, layer, pos, n_contiguous));
+}
+
+void KvCache::store(int seq, int layer, int pos, const float* k, const float* v, int kv_dim) {
+  int run = 0;
+  kv_store_row(dtype(), k, key_rows(seq, layer, pos, &run), kv_dim);
+  kv_store_row(dtype(), v, value_rows(seq, layer, pos, &run), kv_dim);
+}
+
+ContiguousKvCache::ContiguousKvCache(int n_layers, int kv_dim, int max_positions, KvDtype dtype)
+    : n_layers_(n_layers),
+      max_positions_(max_positions),
+      dtype_(dtype),
+      row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype)) {}
 
 ContiguousKvCache::Sequence& ContiguousKvCache::sequence(int seq) {
   if (seq < 0) fail("KV cache: negative sequence id ", seq);
@@ -39,8 +56,8 @@ void ContiguousKvCache::reserve(int seq, int n_positions) {
   s.k.resize(n_layers_);
   s.v.resize(n_layers_);
   for (int l = 0; l < n_layers_; ++l) {
-    s.k[l].resize(static_cast<size_t>(capacity) * kv_dim_);
-    s.v[l].resize(static_cast<size_t>(capacity) * kv_dim_);
+    s.k[l].resize(static_cast<size_t>(capacity) * row_bytes_);
+    s.v[l].resize(static_cast<size_t>(capacity) * row_bytes_);
   }
   s.capacity = capacity;
 }
@@ -49,25 +66,24 @@ void ContiguousKvCache::clear(int seq) {
   if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size()) sequences_[seq] = Sequence{};
 }
 
-float* ContiguousKvCache::keys(int seq, int layer, int pos, int* n_contiguous) {
+std::byte* ContiguousKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) {
   Sequence& s = sequence(seq);
   if (pos >= s.capacity) fail("KV cache: position ", pos, " of sequence ", seq, " not reserved");
   *n_contiguous = s.capacity - pos;
-  return s.k[layer].data() + static_cast<size_t>(pos) * kv_dim_;
+  return (value ? s.v : s.k)[layer].data() + static_cast<size_t>(pos) * row_bytes_;
 }
 
-float* ContiguousKvCache::values(int seq, int layer, int pos, int* n_contiguous) {
-  Sequence& s = sequence(seq);
-  if (pos >= s.capacity) fail("KV cache: position ", pos, " of sequence ", seq, " not reserved");
-  *n_contiguous = s.capacity - pos;
-  return s.v[layer].data() + static_cast<size_t>(pos) * kv_dim_;
+std::byte* ContiguousKvCache::key_rows(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, false, n_contiguous);
+}
+
+std::byte* ContiguousKvCache::value_rows(int seq, int layer, int pos, int* n_contiguous) {
+  return row(seq, layer, pos, true, n_contiguous);
 }
 
 size_t ContiguousKvCache::bytes_used() const {
   size_t bytes = 0;
-  for (const Sequence& s : sequences_) {
-    bytes += 2ull * n_layers_ * s.capacity * kv_dim_ * sizeof(float);
-  }
+  for (const Sequence& s : sequences_) bytes += 2ull * n_layers_ * s.capacity * row_bytes_;
   return bytes;
 }
 

@@ -28,9 +28,9 @@ void Model::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* lo
   forward(batch, kv, logits, pool);
 }
 
-std::unique_ptr<KvCache> Model::make_kv_cache() const {
+std::unique_ptr<KvCache> Model::make_kv_cache(KvDtype dtype) const {
   const ModelConfig& c = config();
-  return std::make_unique<ContiguousKvCache>(c.n_layers, c.kv_dim(), c.context_length);
+  return std::make_unique<ContiguousKvCache>(c.n_layers, c.kv_dim(), c.context_length, dtype);
 }
 
 }  // namespace k25

@@ -41,7 +41,8 @@ class Model {
   // silent, R-PR5).
   virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                        ThreadPool& pool, const ComputePlan* plan);
-  std::unique_ptr<KvCache> make_kv_cache() const;
+  // A cache for one or more sequences of the full context, rows stored as `dtype`.
+  std::unique_ptr<KvCache> make_kv_cache(KvDtype dtype = KvDtype::kF32) const;
 };
 
 }  // namespace k25

@@ -16,7 +16,8 @@ double token_nll(const float* logits, int n_vocab, TokenId token) {
 
 PerplexityResult compute_perplexity(Model& model, const std::vector<TokenId>& tokens, int n_ctx,
                                     ThreadPool& pool,
-                                    const std::function<void(int, double)>& on_chunk) {
+                                    const std::function<void(int, double)>& on_chunk,
+                                    KvDtype kv_dtype) {
   if (n_ctx < 4 || n_ctx % 2 != 0) fail("perplexity: context size must be even and >= 4");
   if (n_ctx > model.config().context_length) {
     fail("perplexity: context ", n_ctx, " exceeds the model's ", model.config().context_length);
@@ -29,7 +30,7 @@ PerplexityResult compute_perplexity(Model& model, const std::vector<TokenId>& to
   const int n_chunks = static_cast<int>(tokens.size() / n_ctx);
   const int first = n_ctx / 2;
   const TokenId bos = model.tokenizer().bos();
-  auto kv = model.make_kv_cache();
+  auto kv = model.make_kv_cache(kv_dtype);
   std::vector<float> logits(static_cast<size_t>(n_ctx - 1 - first) * n_vocab);
   std::vector<BatchToken> batch(n_ctx);
 

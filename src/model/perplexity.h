@@ -18,9 +18,11 @@ struct PerplexityResult {
 };
 
 // Throws k25::Error when tokens.size() < 2 * n_ctx. on_chunk(k, running) runs after each chunk.
+// The KV cache stores its rows as kv_dtype.
 PerplexityResult compute_perplexity(Model& model, const std::vector<TokenId>& tokens, int n_ctx,
                                     ThreadPool& pool,
-                                    const std::function<void(int, double)>& on_chunk = {});
+                                    const std::function<void(int, double)>& on_chunk = {},
+                                    KvDtype kv_dtype = KvDtype::kF32);
 
 // -log p(token) from raw logits: float exponentials, double sum and log, as llama-perplexity.
 double token_nll(const float* logits, int n_vocab, TokenId token);

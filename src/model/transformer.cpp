@@ -153,6 +153,8 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
   const int group = c.n_heads / c.n_kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const KvDtype dtype = kv.dtype();
+  const size_t element_bytes = kv_dtype_bytes(dtype);
   constexpr int kQueriesPerTask = 48;
   const int tokens_per_task = std::max(1, kQueriesPerTask / group);
   struct Task {
@@ -201,7 +203,7 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     for (size_t i = next_task++; i < tasks.size(); i = next_task++) {
       const Task& task = tasks[i];
       const int seq = batch[task.t0].seq;
-      const int kv_offset = task.kv_head * hd;
+      const size_t head_offset = static_cast<size_t>(task.kv_head) * hd * element_bytes;
       queries.clear();
       int n_pos = 0;
       for (int t = task.t0; t < task.t1; ++t) {
@@ -215,14 +217,14 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
       spans.clear();
       for (int p = 0; p < n_pos;) {
         int run_keys = 0, run_values = 0;
-        const float* keys = kv.keys(seq, layer, p, &run_keys);
-        const float* values = kv.values(seq, layer, p, &run_values);
+        const std::byte* keys = kv.key_rows(seq, layer, p, &run_keys);
+        const std::byte* values = kv.value_rows(seq, layer, p, &run_values);
         const int len = std::min({run_keys, run_values, n_pos - p});
-        spans.push_back({keys + kv_offset, values + kv_offset, len});
+        spans.push_back({keys + head_offset, values + head_offset, len});
         p += len;
       }
       attend_queries(queries.data(), static_cast<int>(queries.size()), spans.data(),
-                     static_cast<int>(spans.size()), kv_dim, hd, scale, scores_[thread]);
+                     static_cast<int>(spans.size()), kv_dim, hd, scale, scores_[thread], dtype);
     }
   };
   if (n_threads == 1) {

@@ -172,6 +172,11 @@ std::vector<ConfigKey> make_keys() {
                  }
                  c.l2_page_tokens = static_cast<int>(n);
                }});
+  k.push_back({"flash_scheduler.kv_cache_dtype", "--kv-cache-dtype",
+               "element type of the stored K and V rows: f32 or f16 (half the bytes per token)",
+               [](C& c, const std::string& v) {
+                 c.kv_cache_dtype = parse_kv_dtype(v, "config: flash_scheduler.kv_cache_dtype");
+               }});
   k.push_back(int_key("flash_scheduler.micro_task_tokens", "--micro-task-tokens",
                       "prefill micro-task size in tokens", &C::micro_task_tokens, 1, 1 << 20));
   k.push_back(double_key("flash_scheduler.aging_per_second", "--aging-per-second",

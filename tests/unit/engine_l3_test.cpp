@@ -110,11 +110,13 @@ class EngineL3 : public ::testing::Test {
     return model_->tokenizer().encode(text, true, false);
   }
   // Greedy tokens from an engine without prefix cache or L3.
-  std::vector<TokenId> reference(const std::vector<TokenId>& prompt, int max_tokens) {
+  std::vector<TokenId> reference(const std::vector<TokenId>& prompt, int max_tokens,
+                                 KvDtype kv_dtype = KvDtype::kF32) {
     EngineOptions o;
     o.n_threads = 2;
     o.micro_task_tokens = 32;
     o.prefix_cache = false;
+    o.kv_dtype = kv_dtype;
     Engine engine(*model_, o);
     return run(engine, prompt, max_tokens).tokens;
   }
@@ -290,6 +292,51 @@ TEST_F(EngineL3, KvFromL1L2AndL3GivesTheTokensOfAnAllInRamRun) {
   EXPECT_GT(engine.stats().l3_restores.load(), 0u);
   EXPECT_GT(engine.stats().l1_hit_share.load(), 0.0);
   EXPECT_EQ(r.tokens, expected);
+}
+
+// The same with F16 rows: L3 pages hold F16 and come back into F16 pages.
+TEST_F(EngineL3, F16KvFromL1L2AndL3GivesTheTokensOfAnAllInRamF16Run) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  const std::vector<TokenId> expected = reference(prompt, 24, KvDtype::kF16);
+  EngineOptions o = options();
+  o.kv_dtype = KvDtype::kF16;
+  {
+    Engine first(*model_, o);
+    K25_REQUIRE_L3(first);
+    run(first, prompt, 24);
+  }
+  o.l1_window = 5;
+  Engine engine(*model_, o);
+  K25_REQUIRE_L3(engine);
+  const Result r = run(engine, prompt, 24);
+  EXPECT_EQ(r.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
+  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
+  EXPECT_EQ(r.tokens, expected);
+}
+
+// The KV element type is part of the store's content tag: after a restart with the other dtype
+// the pages are never read (as the other type's bytes they would be garbage).
+TEST_F(EngineL3, AnotherKvDtypeNeverReadsThePages) {
+  K25_REQUIRE_SHARED();
+  const std::vector<TokenId> prompt = encode(kStory);
+  for (KvDtype written : {KvDtype::kF32, KvDtype::kF16}) {
+    SCOPED_TRACE(to_string(written));
+    fs::remove_all(dir_);
+    fs::create_directory(dir_);
+    EngineOptions o = options();
+    o.kv_dtype = written;
+    {
+      Engine first(*model_, o);
+      K25_REQUIRE_L3(first);
+      run(first, prompt, 8);
+    }
+    o.kv_dtype = written == KvDtype::kF32 ? KvDtype::kF16 : KvDtype::kF32;
+    Engine other(*model_, o);
+    K25_REQUIRE_L3(other);
+    EXPECT_EQ(run(other, prompt, 8).cached_tokens, 0);
+    EXPECT_EQ(other.stats().l3_restores.load(), 0u);
+  }
 }
 
 TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {

@@ -45,8 +45,9 @@ TokenId argmax_lowest_id(const float* logits, int n) {
   return static_cast<TokenId>(std::max_element(logits, logits + n) - logits);
 }
 
-// Runs every case of a greedy reference file and checks it against the tolerance rules.
-void check_greedy_reference(const std::string& jsonl) {
+// Runs every case of a greedy reference file and checks it against the tolerance rules, with
+// the KV cache's rows stored as kv_dtype.
+void check_greedy_reference(const std::string& jsonl, KvDtype kv_dtype = KvDtype::kF32) {
   std::map<std::string, std::unique_ptr<Model>> models;
   ThreadPool pool(2);
   const std::vector<json> cases = read_jsonl(shared_path("reference/" + jsonl));
@@ -63,7 +64,7 @@ void check_greedy_reference(const std::string& jsonl) {
         model->tokenizer().encode(c["prompt"].get<std::string>(), true, false);
     ASSERT_EQ(prompt, c["prompt_ids"].get<std::vector<TokenId>>());
 
-    auto kv = model->make_kv_cache();
+    auto kv = model->make_kv_cache(kv_dtype);
     std::vector<float> logits(n_vocab);
     std::vector<BatchToken> batch;
     for (size_t i = 0; i < prompt.size(); ++i) {
@@ -94,9 +95,9 @@ void check_greedy_reference(const std::string& jsonl) {
       const int pos = static_cast<int>(prompt.size() + step);
       model->forward({{ours, pos, 0, true}}, *kv, logits.data(), pool);
     }
-    std::cout << "[ reference ] " << c["id"].get<std::string>() << " " << file << ": " << compared
-              << "/" << expected.size() << " tokens compared, worst top-8 logit diff "
-              << worst_logit_diff << "\n";
+    std::cout << "[ reference ] " << c["id"].get<std::string>() << " " << file << " kv "
+              << to_string(kv_dtype) << ": " << compared << "/" << expected.size()
+              << " tokens compared, worst top-8 logit diff " << worst_logit_diff << "\n";
   }
 }
 
@@ -108,6 +109,17 @@ TEST(Reference, GreedyStories260KMatchesLlamaCpp) {
 TEST(Reference, GreedyQwen2TinyMatchesLlamaCpp) {
   K25_REQUIRE_SHARED();
   check_greedy_reference("greedy-qwen2-tiny.jsonl");
+}
+
+// llama.cpp stores its KV cache as F16 by default: the same rules hold with F16 rows.
+TEST(Reference, GreedyStories260KMatchesLlamaCppWithF16Kv) {
+  K25_REQUIRE_SHARED();
+  check_greedy_reference("greedy-stories260K.jsonl", KvDtype::kF16);
+}
+
+TEST(Reference, GreedyQwen2TinyMatchesLlamaCppWithF16Kv) {
+  K25_REQUIRE_SHARED();
+  check_greedy_reference("greedy-qwen2-tiny.jsonl", KvDtype::kF16);
 }
 
 std::vector<TokenId> read_reference_tokens() {
