@@ -1,6 +1,7 @@
-// A page-aligned buffer for O_DIRECT transfers, mapped from the OS on its own and unmapped when
-// it goes: the memory of a finished transfer leaves the process at once, instead of staying in
-// malloc's heap (whose high-water mark is what a server's RSS shows).
+// A 4096-aligned buffer for O_DIRECT transfers. A large one (an L2 page: hundreds of KiB) is its
+// own mapping, unmapped when it goes, so the memory of a finished transfer leaves the process at
+// once instead of staying in malloc's heap (whose high-water mark is what a server's RSS shows);
+// a small one comes from aligned_alloc, which costs no system call.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +11,10 @@ namespace k25 {
 class StagingBuffer {
  public:
   StagingBuffer() = default;
-  // Maps `bytes` (rounded up to whole OS pages), faulted in; empty() when the OS refuses.
+  static constexpr size_t kMapThreshold = size_t{64} << 10;
+
+  // `bytes` of memory (a mapping, faulted in, from kMapThreshold on); empty() when the OS
+  // refuses.
   explicit StagingBuffer(size_t bytes);
   ~StagingBuffer();
   StagingBuffer(StagingBuffer&& other) noexcept;
@@ -26,7 +30,7 @@ class StagingBuffer {
 
  private:
   std::byte* data_ = nullptr;
-  size_t bytes_ = 0, mapped_ = 0;
+  size_t bytes_ = 0, mapped_ = 0;  // mapped_: 0 for aligned_alloc memory
 };
 
 }  // namespace k25

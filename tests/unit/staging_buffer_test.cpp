@@ -17,12 +17,22 @@ bool mapped(const void* p) {
   return ::mincore(const_cast<void*>(p), 1, &resident) == 0;
 }
 
-TEST(StagingBuffer, IsPageAlignedWritableAndUnmappedWhenItGoes) {
+TEST(StagingBuffer, SmallOnesAreAlignedAndWritable) {
+  StagingBuffer buffer(3 * 4096 + 17);
+  ASSERT_FALSE(buffer.empty());
+  EXPECT_EQ(buffer.size(), 3u * 4096 + 17);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % 4096, 0u) << "O_DIRECT needs it";
+  std::memset(buffer.data(), 0xab, buffer.size());
+  EXPECT_EQ(buffer.data()[buffer.size() - 1], std::byte{0xab});
+}
+
+TEST(StagingBuffer, LargeOnesAreUnmappedWhenTheyGo) {
   const void* at = nullptr;
   {
-    StagingBuffer buffer(3 * 4096 + 17);
+    const size_t bytes = StagingBuffer::kMapThreshold + 17;
+    StagingBuffer buffer(bytes);
     ASSERT_FALSE(buffer.empty());
-    EXPECT_EQ(buffer.size(), 3u * 4096 + 17);
+    EXPECT_EQ(buffer.size(), bytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.data()) % 4096, 0u) << "O_DIRECT needs it";
     std::memset(buffer.data(), 0xab, buffer.size());
     EXPECT_EQ(buffer.data()[buffer.size() - 1], std::byte{0xab});
@@ -39,7 +49,7 @@ TEST(StagingBuffer, MovesOwnershipAndZeroBytesIsEmpty) {
   StagingBuffer b(std::move(a));
   EXPECT_TRUE(a.empty());
   EXPECT_EQ(b.data(), data);
-  StagingBuffer c(8192);
+  StagingBuffer c(StagingBuffer::kMapThreshold);
   const void* old = c.data();
   c = std::move(b);
   EXPECT_EQ(c.data(), data);
