@@ -65,6 +65,9 @@ struct Engine::Sequence {
   std::vector<CachedPage> restore_chain;
   Clock::time_point restore_deadline;
   bool l3_asked = false;  // the prompt's pages missing in L2 were looked up in L3
+  // Queued while L3 holds more of its prompt than L2 and no read may start yet (no free batch
+  // slot): not scheduled this step, so that it reads those pages later instead of computing them.
+  bool awaiting_l3 = false;
   Clock::time_point submitted;
   Clock::time_point queued_since;  // submitted, or preempted last (aging while queued)
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
@@ -395,6 +398,7 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   // Only KV of the full model is shared, and the last known token is always computed (its
   // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
   // a sequence never writes into a page it shares.
+  seq.awaiting_l3 = false;
   if (!prefix_ || seq.plan() || seq.kv_id >= 0 || seq.restore) return;
   const size_t n_pages = (seq.tokens.size() - 1) / options_.kv_page_tokens;
   if (n_pages == 0) return;
@@ -404,9 +408,13 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
     seq.l3_asked = true;  // the L3 hit rate's denominator counts a prompt once
     stats_.l3_lookup_pages += n_pages - pages.size();
   }
-  if (may_read_l3 && l3_ && pages.size() < n_pages &&
-      l3_->contains(seq.prefix_keys[pages.size()]) && begin_l3_restore(seq, pages, n_pages)) {
-    return;
+  if (l3_ && pages.size() < n_pages && l3_->contains(seq.prefix_keys[pages.size()])) {
+    // Mapping the L2 part now would commit the sequence to computing the rest.
+    if (!may_read_l3) {
+      seq.awaiting_l3 = true;
+      return;
+    }
+    if (begin_l3_restore(seq, pages, n_pages)) return;
   }
   adopt_prefix(seq, pages);
 }
@@ -531,7 +539,7 @@ void Engine::step() {
   std::vector<SeqView> views;
   std::vector<int> shift;  // positions hidden from the scheduler, by view
   for (auto& seq : seqs_) {
-    if (seq->finished || seq->restore) continue;
+    if (seq->finished || seq->restore || seq->awaiting_l3) continue;
     const int shared = pages_shared_with_others(*seq);
     const int hidden = shared * options_.kv_page_tokens;
     SeqView v;

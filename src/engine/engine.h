@@ -127,7 +127,8 @@ class Engine {
   Clock::duration idle_spill_interval() const;
   // Maps the cached pages of the longest matching prefix of a sequence without KV. When L3
   // holds pages past those in L2 and `may_read_l3`, starts reading them instead (the sequence
-  // waits, unscheduled, until collect_l3_restores() ends the restore).
+  // waits, unscheduled, until collect_l3_restores() ends the restore); without `may_read_l3`
+  // the sequence waits, unscheduled, for a step where it may.
   void reuse_prefix(Sequence& seq, bool may_read_l3);
   // Gives the sequence `pages` (cached, in position order) as its first positions.
   void adopt_prefix(Sequence& seq, const std::vector<PageId>& pages);

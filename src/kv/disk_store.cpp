@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -57,16 +56,14 @@ struct DiskStore::Op {
   bool is_write = false;
   L3Key key = 0;
   L3Entry entry;
-  std::unique_ptr<std::byte[], AlignedFree> buffer;  // entry.extent.n_slots * page_size bytes
+  // entry.extent.n_slots * page_size bytes: a write's copy from submission on, a read's
+  // destination from when it enters the ring (so reads waiting in the backlog hold no memory).
+  StagingBuffer buffer;
   size_t buffer_bytes = 0;
   size_t done = 0;  // bytes transferred so far (short transfers are continued)
   std::vector<std::span<std::byte>> dest;
   std::chrono::steady_clock::time_point submitted;
 };
-
-void DiskStore::AlignedFree::operator()(std::byte* p) const {
-  std::free(p);
-}
 
 DiskStore::DiskStore(DiskStoreOptions options)
     : options_(std::move(options)), table_(0, options_.page_size) {
@@ -77,6 +74,7 @@ DiskStore::DiskStore(DiskStoreOptions options)
     fail("L3 ", o.path, ": l3_page_size ", o.page_size, " is not a positive multiple of 4096");
   if (o.queue_depth == 0 || o.queue_depth > 4096)
     fail("L3 ", o.path, ": queue depth ", o.queue_depth, " is not in [1, 4096]");
+  if (o.read_staging_bytes == 0) fail("L3 ", o.path, ": read_staging_bytes must be positive");
 
   struct stat st {};
   const bool exists = ::stat(o.path.c_str(), &st) == 0;
@@ -141,7 +139,7 @@ DiskStore::~DiskStore() {
   if (!drain(kCloseDrainTimeout)) {
     // The kernel may still write into these buffers: leak them rather than risk corruption.
     warn(concat("L3 ", data_path_, ": ", ops_.size(), " requests still in flight at close"));
-    for (auto& [ticket, op] : ops_) static_cast<void>(op->buffer.release());
+    for (auto& [ticket, op] : ops_) op->buffer.leak();
   }
   if (options_.persist_on_close) {
     try {
@@ -187,19 +185,19 @@ L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std:
   op->is_write = true;
   op->key = key;
   op->buffer_bytes = n_slots * options_.page_size;
-  op->buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlignment, op->buffer_bytes)));
-  if (!op->buffer) {
+  op->buffer = StagingBuffer(op->buffer_bytes);
+  if (op->buffer.empty()) {
     table_.slots().release(*extent);
     ++stats_.io_errors;
     return finish_now(key, true, L3Status::kIoError, ENOMEM);
   }
   size_t at = 0;
   for (const auto& piece : pieces) {
-    if (!piece.empty()) std::memcpy(op->buffer.get() + at, piece.data(), piece.size());
+    if (!piece.empty()) std::memcpy(op->buffer.data() + at, piece.data(), piece.size());
     at += piece.size();
   }
-  std::memset(op->buffer.get() + length, 0, op->buffer_bytes - length);
-  op->entry = L3Entry{*extent, length, page_crc(key, op->buffer.get(), length)};
+  std::memset(op->buffer.data() + length, 0, op->buffer_bytes - length);
+  op->entry = L3Entry{*extent, length, page_crc(key, op->buffer.data(), length)};
   const L3Ticket ticket = next_ticket_++;
   op->ticket = ticket;
   latest_write_[key] = ticket;
@@ -224,11 +222,6 @@ L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pie
   op->key = key;
   op->entry = *entry;
   op->buffer_bytes = size_t{entry->extent.n_slots} * options_.page_size;
-  op->buffer.reset(static_cast<std::byte*>(std::aligned_alloc(kDirectAlignment, op->buffer_bytes)));
-  if (!op->buffer) {
-    ++stats_.io_errors;
-    return finish_now(key, false, L3Status::kIoError, ENOMEM);
-  }
   op->dest = std::move(pieces);
   ++read_pins_[entry->extent.first_slot];  // its slots must not be reused while we read them
   const L3Ticket ticket = next_ticket_++;
@@ -247,8 +240,19 @@ void DiskStore::start(std::unique_ptr<Op> op) {
 
 bool DiskStore::queue(Op& op) {
   if (in_ring_ >= options_.queue_depth) return false;
+  if (!op.is_write && op.buffer.empty()) {
+    // A read gets its buffer now, within the staging bound (one read always may go).
+    if (read_staging_ > 0 && read_staging_ + op.buffer_bytes > options_.read_staging_bytes)
+      return false;
+    op.buffer = StagingBuffer(op.buffer_bytes);
+    if (op.buffer.empty()) {
+      finish(op, L3Status::kIoError, ENOMEM);  // destroys op; it has left the backlog
+      return true;
+    }
+    read_staging_ += op.buffer_bytes;
+  }
   const uint64_t offset = op.entry.extent.first_slot * options_.page_size + op.done;
-  std::byte* at = op.buffer.get() + op.done;
+  std::byte* at = op.buffer.data() + op.done;
   const size_t length = op.buffer_bytes - op.done;
   const bool queued = op.is_write ? file_->queue_write(at, length, offset, op.ticket)
                                   : file_->queue_read(at, length, offset, op.ticket);
@@ -333,7 +337,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
                                                    std::chrono::steady_clock::now() - op.submitted)
                                                    .count()));
     if (status == L3Status::kOk) {
-      if (page_crc(op.key, op.buffer.get(), op.entry.length) != op.entry.crc) {
+      if (page_crc(op.key, op.buffer.data(), op.entry.length) != op.entry.crc) {
         status = L3Status::kChecksumMismatch;
         ++stats_.checksum_failures;
         if (std::has_single_bit(stats_.checksum_failures))
@@ -348,13 +352,14 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
       } else {
         size_t at = 0;
         for (const auto& piece : op.dest) {
-          if (!piece.empty()) std::memcpy(piece.data(), op.buffer.get() + at, piece.size());
+          if (!piece.empty()) std::memcpy(piece.data(), op.buffer.data() + at, piece.size());
           at += piece.size();
         }
         ++stats_.pages_read;
         stats_.bytes_read += op.entry.length;
       }
     }
+    if (!op.buffer.empty()) read_staging_ -= op.buffer_bytes;
     const uint64_t slot = op.entry.extent.first_slot;
     if (--read_pins_[slot] == 0) {
       read_pins_.erase(slot);

@@ -10,7 +10,9 @@
 // Every failure is a typed status on the completion, never an exception or a crash: the caller
 // degrades to recomputation. Waits are bounded by a timeout.
 //
-// Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them);
+// Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them) into a
+// staging buffer that is unmapped when the write completes; a read's staging buffer exists only
+// while the read is in the kernel (bounded by read_staging_bytes);
 // submit_read() writes into the caller's destination spans when the read completes, so they must
 // stay valid until its completion has been returned by poll() or wait() (or the store is
 // destroyed). Destinations are written only when the checksum matches.
@@ -31,6 +33,7 @@
 
 #include "kv/io_uring_file.h"
 #include "kv/l3_page_table.h"
+#include "kv/staging_buffer.h"
 #include "util/latency_histogram.h"
 
 namespace k25 {
@@ -47,7 +50,10 @@ struct DiskStoreOptions {
   uint64_t capacity_bytes = uint64_t{1} << 30;  // the data file never grows past this
   uint32_t page_size = 4096;                    // l3_page_size: slot bytes, multiple of 4096
   unsigned queue_depth = 64;                    // requests in the kernel at once
-  bool direct_io = true;                        // O_DIRECT (buffered when the FS refuses it)
+  // Bytes of read buffers in the kernel at once (at least one read): reads beyond it wait their
+  // turn holding no memory, so a restore of many pages does not double their size in RAM.
+  size_t read_staging_bytes = size_t{16} << 20;
+  bool direct_io = true;  // O_DIRECT (buffered when the FS refuses it)
   // Reserve capacity_bytes on disk at start (fallocate): writes then never extend the file,
   // which ext4 serialises for O_DIRECT (4 KiB writes: 6 MiB/s without, see docs/kv-cache.md),
   // and the space is known to be there. Not done for a raw device.
@@ -135,6 +141,9 @@ class DiskStore {
   void persist();
 
   size_t in_flight() const { return ops_.size(); }
+  // Bytes of the staging buffers of the reads in the kernel now (<= read_staging_bytes, or one
+  // read's when a single read is larger).
+  size_t read_staging_in_use() const { return read_staging_; }
   DiskStoreStats stats() const;
   // Submission to completion of every read that reached the device.
   const LatencyHistogram& read_latency() const { return read_latency_; }
@@ -147,9 +156,6 @@ class DiskStore {
 
  private:
   struct Op;
-  struct AlignedFree {
-    void operator()(std::byte* p) const;
-  };
 
   L3Ticket finish_now(L3Key key, bool is_write, L3Status status, int error = 0);
   void start(std::unique_ptr<Op> op);
@@ -169,7 +175,8 @@ class DiskStore {
   std::unordered_map<L3Ticket, std::unique_ptr<Op>> ops_;  // issued, not yet completed
   std::deque<L3Ticket> backlog_;                           // issued, waiting for ring space
   size_t in_ring_ = 0;                                     // handed to the ring, not yet completed
-  size_t unsubmitted_ = 0;  // queued in the ring, not yet submitted to the kernel
+  size_t unsubmitted_ = 0;   // queued in the ring, not yet submitted to the kernel
+  size_t read_staging_ = 0;  // bytes of the buffers of reads in the ring
   std::unordered_map<L3Ticket, L3Completion> done_;   // completed, not yet returned
   std::unordered_map<L3Key, L3Ticket> latest_write_;  // newest write in flight per key
   std::unordered_map<uint64_t, uint32_t> read_pins_;  // first slot -> reads in flight on it

@@ -151,6 +151,36 @@ TEST_F(DiskStoreTest, ManyPagesInFlightRoundTripByteExact) {
   EXPECT_EQ(s.checksum_failures + s.io_errors + s.no_space, 0u);
 }
 
+TEST_F(DiskStoreTest, ReadsBeyondTheStagingBoundWaitTheirTurnAndAllArrive) {
+  for (const size_t bound : {size_t{1}, size_t{2 * 3 * 4096}}) {  // below one read; two reads
+    SCOPED_TRACE(bound);
+    TempDir dir;
+    DiskStoreOptions o = options_for(dir.path);
+    o.read_staging_bytes = bound;
+    DiskStore store(o);
+    constexpr int kPages = 40;
+    const size_t length = 3 * 4096 - 100;  // three slots each
+    std::vector<std::vector<std::byte>> back(kPages, std::vector<std::byte>(length));
+    for (int i = 0; i < kPages; ++i) {
+      ASSERT_EQ(write_and_wait(store, i, page_bytes(i, length)).status, L3Status::kOk);
+    }
+    for (int i = 0; i < kPages; ++i) store.submit_read(i, back[i]);
+    size_t seen = 0, most_staged = 0;
+    for (int round = 0; round < 10000 && seen < kPages; ++round) {
+      most_staged = std::max(most_staged, store.read_staging_in_use());
+      for (const auto& c : store.poll(10ms)) {
+        EXPECT_EQ(c.status, L3Status::kOk) << "page " << c.key;
+        ++seen;
+      }
+    }
+    ASSERT_EQ(seen, size_t{kPages});
+    EXPECT_LE(most_staged, std::max(bound, size_t{3 * 4096}));
+    EXPECT_GT(most_staged, 0u);
+    EXPECT_EQ(store.read_staging_in_use(), 0u) << "every read's buffer is gone once it completed";
+    for (int i = 0; i < kPages; ++i) EXPECT_EQ(back[i], page_bytes(i, length)) << "page " << i;
+  }
+}
+
 TEST_F(DiskStoreTest, BufferedModeRoundTrip) {
   DiskStoreOptions o = options_for(dir_.path);
   o.direct_io = false;
@@ -353,6 +383,9 @@ TEST_F(DiskStoreTest, RejectsBadOptions) {
   o.capacity_bytes = 100;
   EXPECT_THROW(DiskStore{o}, Error);
   o = options_for(dir_.path + "/no/such/dir/file");
+  EXPECT_THROW(DiskStore{o}, Error);
+  o = options_for(dir_.path);
+  o.read_staging_bytes = 0;
   EXPECT_THROW(DiskStore{o}, Error);
   o = options_for(dir_.path);
   o.raw_device = true;

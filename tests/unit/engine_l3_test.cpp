@@ -407,5 +407,42 @@ TEST_F(EngineL3, RestoresRunBesideOtherRequestsAndACancelledOneLeaksNoPage) {
   EXPECT_EQ(engine.stats().kv_pages_used.load(), engine.stats().prefix_cache_pages.load());
 }
 
+TEST_F(EngineL3, AQueuedRequestWaitsForItsL3ReadInsteadOfComputingWhatL3Holds) {
+  K25_REQUIRE_SHARED();
+  // A shared opening (a system prompt) and two continuations: after a restart the opening comes
+  // back into L2 with the first request, while the second request's own pages are only in L3.
+  const std::string opening = kStory;
+  const std::vector<TokenId> busy = encode(opening + " The ball was shiny and new.");
+  const std::vector<TokenId> queued =
+      encode(opening + " Lily ran to the tree and picked up the ball. It was soft and warm.");
+  const std::vector<TokenId> expected = reference(queued, 8);
+  {
+    Engine first(*model_, options());
+    K25_REQUIRE_L3(first);
+    run(first, busy, 1);
+    run(first, queued, 1);
+  }
+  EngineOptions o = options();
+  o.max_batch_size = 1;  // one slot: while `busy` runs, `queued` cannot start a read
+  Engine engine(*model_, o);
+  K25_REQUIRE_L3(engine);
+  Pending running, waiting;
+  start(engine, busy, 300, &running);
+  for (int i = 0; i < 2000; ++i) {  // until it generates: the opening is in L2 by then
+    {
+      std::lock_guard lock(running.m);
+      if (!running.out.tokens.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  start(engine, queued, 8, &waiting);
+  const Result r = waiting.wait();
+  EXPECT_FALSE(running.wait().tokens.empty());
+  EXPECT_EQ(r.tokens, expected);
+  EXPECT_EQ(r.cached_tokens, reusable(queued, engine.kv_page_tokens()))
+      << "the pages L3 held were read, not computed again";
+  EXPECT_EQ(engine.stats().l3_recomputations.load(), 0u);
+}
+
 }  // namespace
 }  // namespace k25
