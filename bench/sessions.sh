@@ -17,6 +17,7 @@ usage: bench/sessions.sh [--bin DIR] [--peer DIR] [--out DIR] [--sessions N] [--
                          [--turns N] [--think-s S] [--concurrency N] [--l2-fraction F]
                          [--l3-idle-s S]   (k25's l3_idle_seconds; default: the server's, 60)
                          [--k25-l2-mb MB]  (k25's constrained L2; default: the peer's cache)
+                         [--kv-dtype f32|f16] (k25's KV element type; default: the server's)
                          [--runs LIST]     (of full,l3,peer,restart; default: all)
 USAGE
 }
@@ -32,6 +33,7 @@ think=2
 concurrency=4
 fraction=0.25
 idle=()
+kv_dtype=()
 k25_l2_mb=
 runs=full,l3,peer,restart
 turn_tokens=32
@@ -48,6 +50,7 @@ while [[ $# -gt 0 ]]; do
     --concurrency) concurrency="$2"; shift 2 ;;
     --l2-fraction) fraction="$2"; shift 2 ;;
     --l3-idle-s) idle=(--l3-idle-seconds "$2"); shift 2 ;;
+    --kv-dtype) kv_dtype=(--kv-cache-dtype "$2"); shift 2 ;;
     --k25-l2-mb) k25_l2_mb="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -84,7 +87,7 @@ start_k25() {  # log l2_mb [extra args...]
   port=$(free_port)
   "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" \
     --max-batch-size "$concurrency" --ctx-size "$ctx" --l2-cache-size-mb "$mb" \
-    --log-requests false "$@" > "$out/$log" 2>&1 &
+    --log-requests false "${kv_dtype[@]}" "$@" > "$out/$log" 2>&1 &
   pid=$!
   wait_ready "http://127.0.0.1:$port" "$pid"
 }
