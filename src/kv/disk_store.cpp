@@ -230,16 +230,23 @@ L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pie
   return ticket;
 }
 
+std::deque<L3Ticket>& DiskStore::backlog_for(const Op& op) {
+  return op.is_write ? write_backlog_ : read_backlog_;
+}
+
 void DiskStore::start(std::unique_ptr<Op> op) {
   Op& ref = *op;
   ref.submitted = std::chrono::steady_clock::now();
   ops_.emplace(ref.ticket, std::move(op));
-  if (!backlog_.empty() || !queue(ref)) backlog_.push_back(ref.ticket);
+  std::deque<L3Ticket>& backlog = backlog_for(ref);
+  if (!backlog.empty() || !queue(ref)) backlog.push_back(ref.ticket);
   pump();
 }
 
 bool DiskStore::queue(Op& op) {
   if (in_ring_ >= options_.queue_depth) return false;
+  // A quarter of the ring stays free of writes, so that a read never waits behind a full one.
+  if (op.is_write && writes_in_ring_ >= std::max(1u, options_.queue_depth * 3 / 4)) return false;
   if (!op.is_write && op.buffer.empty()) {
     // A read gets its buffer now, within the staging bound (one read always may go).
     if (read_staging_ > 0 && read_staging_ + op.buffer_bytes > options_.read_staging_bytes)
@@ -259,21 +266,28 @@ bool DiskStore::queue(Op& op) {
   if (queued) {
     ++in_ring_;
     ++unsubmitted_;
+    if (op.is_write) ++writes_in_ring_;
   }
   return queued;
 }
 
 void DiskStore::pump() {
-  while (!backlog_.empty()) {
-    auto it = ops_.find(backlog_.front());
-    if (it != ops_.end() && !queue(*it->second)) break;
-    backlog_.pop_front();
-  }
+  // Reads first: a request waits for them, while writes only move cold pages out.
+  pump_backlog(read_backlog_);
+  pump_backlog(write_backlog_);
   // A failed submit (EAGAIN, EBUSY) leaves the requests queued; the next pump retries, and
   // waits are bounded, so the caller never hangs on it.
   if (unsubmitted_ == 0) return;  // no system call when there is nothing new
   const int submitted = file_->submit();
   if (submitted > 0) unsubmitted_ -= std::min<size_t>(unsubmitted_, submitted);
+}
+
+void DiskStore::pump_backlog(std::deque<L3Ticket>& backlog) {
+  while (!backlog.empty()) {
+    auto it = ops_.find(backlog.front());
+    if (it != ops_.end() && !queue(*it->second)) break;
+    backlog.pop_front();
+  }
 }
 
 void DiskStore::collect(std::chrono::nanoseconds timeout) {
@@ -284,14 +298,16 @@ void DiskStore::collect(std::chrono::nanoseconds timeout) {
   for (const auto& c : completions) {
     --in_ring_;
     auto it = ops_.find(c.user_data);
-    if (it != ops_.end()) complete(*it->second, c.result);
+    if (it == ops_.end()) continue;
+    if (it->second->is_write) --writes_in_ring_;
+    complete(*it->second, c.result);
   }
   pump();
 }
 
 void DiskStore::complete(Op& op, int result) {
   if (result == -EAGAIN || result == -EINTR) {  // transient: resubmit as is
-    if (!queue(op)) backlog_.push_back(op.ticket);
+    if (!queue(op)) backlog_for(op).push_back(op.ticket);
     return;
   }
   if (result < 0) {
@@ -306,7 +322,7 @@ void DiskStore::complete(Op& op, int result) {
   if (op.done < op.buffer_bytes) {  // short transfer: continue with the rest
     if (file_->direct() && op.done % kDirectAlignment != 0)
       return finish(op, L3Status::kIoError, EIO);
-    if (!queue(op)) backlog_.push_back(op.ticket);
+    if (!queue(op)) backlog_for(op).push_back(op.ticket);
     return;
   }
   finish(op, L3Status::kOk, 0);

@@ -160,7 +160,9 @@ class DiskStore {
   L3Ticket finish_now(L3Key key, bool is_write, L3Status status, int error = 0);
   void start(std::unique_ptr<Op> op);
   bool queue(Op& op);  // hands op's remaining bytes to the ring; false when the ring is full
-  void pump();         // queue the backlog, submit
+  void pump();         // queue the backlogs, submit
+  void pump_backlog(std::deque<L3Ticket>& backlog);
+  std::deque<L3Ticket>& backlog_for(const Op& op);
   void collect(std::chrono::nanoseconds timeout);
   void complete(Op& op, int result);
   void finish(Op& op, L3Status status, int error);
@@ -173,10 +175,12 @@ class DiskStore {
   L3PageTable table_;
   L3Ticket next_ticket_ = 1;
   std::unordered_map<L3Ticket, std::unique_ptr<Op>> ops_;  // issued, not yet completed
-  std::deque<L3Ticket> backlog_;                           // issued, waiting for ring space
-  size_t in_ring_ = 0;                                     // handed to the ring, not yet completed
+  // Issued, waiting for ring space (or, for reads, staging room); reads go in first.
+  std::deque<L3Ticket> read_backlog_, write_backlog_;
+  size_t in_ring_ = 0;       // handed to the ring, not yet completed
   size_t unsubmitted_ = 0;   // queued in the ring, not yet submitted to the kernel
   size_t read_staging_ = 0;  // bytes of the buffers of reads in the ring
+  unsigned writes_in_ring_ = 0;
   std::unordered_map<L3Ticket, L3Completion> done_;   // completed, not yet returned
   std::unordered_map<L3Key, L3Ticket> latest_write_;  // newest write in flight per key
   std::unordered_map<uint64_t, uint32_t> read_pins_;  // first slot -> reads in flight on it
