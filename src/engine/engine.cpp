@@ -488,10 +488,17 @@ void Engine::spill_idle_pages(const Clock::time_point now) {
   next_idle_spill_ = now + idle_spill_interval();
   const auto idle = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.l3_idle_seconds));
-  stats_.l3_idle_spills += prefix_->evict_idle_since(now - idle);
   // Free pages (idle ones just moved to L3, finished requests' last pages) give their memory
-  // back to the OS, so a server whose sessions went quiet shrinks.
-  stats_.kv_bytes_released += kv_->pool().release_free_memory();
+  // back to the OS, so a server whose sessions went quiet shrinks. In small batches: each
+  // spilled page has a staging copy until its write completes, so releasing only after
+  // hundreds of spills would hold both copies of all of them for a moment.
+  constexpr size_t kBatch = 16;
+  size_t spilled = 0;
+  do {
+    spilled = prefix_->evict_idle_since(now - idle, kBatch);
+    stats_.l3_idle_spills += spilled;
+    stats_.kv_bytes_released += kv_->pool().release_free_memory();
+  } while (spilled == kBatch);
 }
 
 void Engine::collect_l3_restores(const Clock::time_point now) {

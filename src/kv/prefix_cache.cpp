@@ -138,10 +138,12 @@ void PrefixCache::evict(std::list<uint64_t>::iterator it) {
   ++stats_.evicted_pages;
 }
 
-size_t PrefixCache::evict_idle_since(std::chrono::steady_clock::time_point cutoff) {
+size_t PrefixCache::evict_idle_since(std::chrono::steady_clock::time_point cutoff,
+                                     size_t max_pages) {
   size_t n = 0;
   // The LRU list is in touch order, so the pages untouched since `cutoff` come first.
-  for (auto it = lru_.begin(); it != lru_.end() && entries_.at(*it).touched < cutoff;) {
+  for (auto it = lru_.begin();
+       n < max_pages && it != lru_.end() && entries_.at(*it).touched < cutoff;) {
     auto next = std::next(it);
     if (pool_.ref_count(entries_.at(*it).page) == 1) {
       evict(it);

@@ -82,9 +82,11 @@ class PrefixCache final : public PageReclaimer {
   // PageReclaimer: idle pages (held only by the cache), and evicting one of them.
   size_t reclaimable() const override;
   bool reclaim_one() override;
-  // Evicts (through the evict hook) every idle page that no lookup or insert has touched since
-  // `cutoff`: KV of sessions gone quiet, moved to L3 to free RAM (R-KV2). Returns how many.
-  size_t evict_idle_since(std::chrono::steady_clock::time_point cutoff);
+  // Evicts (through the evict hook) the idle pages that no lookup or insert has touched since
+  // `cutoff`, oldest first, at most `max_pages`: KV of sessions gone quiet, moved to L3 to free
+  // RAM (R-KV2). Returns how many.
+  size_t evict_idle_since(std::chrono::steady_clock::time_point cutoff,
+                          size_t max_pages = SIZE_MAX);
 
   // Whether the cache holds a reference on `page`.
   bool holds_page(PageId page) const { return page < held_.size() && held_[page]; }

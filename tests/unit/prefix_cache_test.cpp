@@ -211,7 +211,9 @@ TEST(PrefixCache, IdleEvictionTakesOnlyPagesUntouchedSinceTheCutoffAndNotPinned)
   kv->reserve(2, 4);
   publish(cache, *kv, 2, recent, 1);
   kv->clear(2);
-  EXPECT_EQ(cache.evict_idle_since(cutoff), 2u);  // both pages of old_tokens, deepest first
+  // Both pages of old_tokens, deepest first; at most max_pages per call.
+  EXPECT_EQ(cache.evict_idle_since(cutoff, 1), 1u);
+  EXPECT_EQ(cache.evict_idle_since(cutoff, 5), 1u);
   std::vector<uint64_t> old_keys;
   cache.chain_keys(old_tokens.data(), 2, &old_keys);
   EXPECT_EQ(evicted, (std::vector<uint64_t>{old_keys[1], old_keys[0]}));
