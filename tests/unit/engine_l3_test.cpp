@@ -124,6 +124,7 @@ class EngineL3 : public ::testing::Test {
   static int reusable(const std::vector<TokenId>& prompt, int page_tokens) {
     return (static_cast<int>(prompt.size()) - 1) / page_tokens * page_tokens;
   }
+  void expect_tiers_give_the_all_in_ram_tokens(KvDtype dtype);
 
   std::unique_ptr<Model> model_;
   std::string dir_;
@@ -274,33 +275,13 @@ TEST_F(EngineL3, AnotherContentTagNeverReadsThePages) {
 // Attention over KV from all three tiers: the prompt's first pages restored from L3 into L2,
 // the rest computed into L2 pages, the newest positions also in the L1 ring (a window of 5
 // wraps many times), gives the tokens of a run with everything computed in RAM.
-TEST_F(EngineL3, KvFromL1L2AndL3GivesTheTokensOfAnAllInRamRun) {
-  K25_REQUIRE_SHARED();
+// With `dtype` rows: restored from L3 (written by a first engine), computed into L2, the newest
+// also in a 5-position L1 ring.
+void EngineL3::expect_tiers_give_the_all_in_ram_tokens(KvDtype dtype) {
   const std::vector<TokenId> prompt = encode(kStory);
-  const std::vector<TokenId> expected = reference(prompt, 24);
-  {
-    Engine first(*model_, options());
-    K25_REQUIRE_L3(first);
-    run(first, prompt, 24);
-  }
+  const std::vector<TokenId> expected = reference(prompt, 24, dtype);
   EngineOptions o = options();
-  o.l1_window = 5;
-  Engine engine(*model_, o);
-  K25_REQUIRE_L3(engine);
-  const Result r = run(engine, prompt, 24);
-  EXPECT_EQ(r.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
-  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
-  EXPECT_GT(engine.stats().l1_hit_share.load(), 0.0);
-  EXPECT_EQ(r.tokens, expected);
-}
-
-// The same with F16 rows: L3 pages hold F16 and come back into F16 pages.
-TEST_F(EngineL3, F16KvFromL1L2AndL3GivesTheTokensOfAnAllInRamF16Run) {
-  K25_REQUIRE_SHARED();
-  const std::vector<TokenId> prompt = encode(kStory);
-  const std::vector<TokenId> expected = reference(prompt, 24, KvDtype::kF16);
-  EngineOptions o = options();
-  o.kv_dtype = KvDtype::kF16;
+  o.kv_dtype = dtype;
   {
     Engine first(*model_, o);
     K25_REQUIRE_L3(first);
@@ -312,7 +293,19 @@ TEST_F(EngineL3, F16KvFromL1L2AndL3GivesTheTokensOfAnAllInRamF16Run) {
   const Result r = run(engine, prompt, 24);
   EXPECT_EQ(r.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
   EXPECT_GT(engine.stats().l3_restores.load(), 0u);
+  EXPECT_GT(engine.stats().l1_hit_share.load(), 0.0);
   EXPECT_EQ(r.tokens, expected);
+}
+
+TEST_F(EngineL3, KvFromL1L2AndL3GivesTheTokensOfAnAllInRamRun) {
+  K25_REQUIRE_SHARED();
+  expect_tiers_give_the_all_in_ram_tokens(KvDtype::kF32);
+}
+
+// The same with F16 rows: L3 pages hold F16 and come back into F16 pages.
+TEST_F(EngineL3, F16KvFromL1L2AndL3GivesTheTokensOfAnAllInRamF16Run) {
+  K25_REQUIRE_SHARED();
+  expect_tiers_give_the_all_in_ram_tokens(KvDtype::kF16);
 }
 
 // The KV element type is part of the store's content tag: after a restart with the other dtype
