@@ -79,7 +79,8 @@ TEST(FlashHeaders, MalformedValuesAre400NamingTheHeader) {
       {"x-domain-hint", too_long.c_str()},
   };
   for (const auto& [name, value] : cases) {
-    ApiError e = api_error_of([&] { hints_from({{name, value}}); });
+    // Explicit captures: clang before 16 cannot capture structured bindings implicitly.
+    ApiError e = api_error_of([&name = name, &value = value] { hints_from({{name, value}}); });
     EXPECT_EQ(e.status, 400) << name << ": " << value;
     EXPECT_EQ(e.param, name);
     EXPECT_NE(e.message.find(name), std::string::npos) << e.message;
