@@ -476,18 +476,20 @@ void Engine::end_l3_restore(Sequence& seq) {
   for (PageId page : pages) pool.free(page);  // the references taken for the restore
 }
 
-// Pages stay in L2 at most l3_idle_seconds plus this long after their last use.
-Engine::Clock::duration Engine::idle_spill_interval() const {
-  const auto idle = std::chrono::duration_cast<Clock::duration>(
+Engine::Clock::duration Engine::l3_idle() const {
+  return std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(options_.l3_idle_seconds));
-  return std::min<Clock::duration>(idle, std::chrono::seconds(1));
+}
+
+// Pages stay in L2 at most l3_idle() plus this long after their last use.
+Engine::Clock::duration Engine::idle_spill_interval() const {
+  return std::min<Clock::duration>(l3_idle(), std::chrono::seconds(1));
 }
 
 void Engine::spill_idle_pages(const Clock::time_point now) {
   if (options_.l3_idle_seconds <= 0 || now < next_idle_spill_) return;
   next_idle_spill_ = now + idle_spill_interval();
-  const auto idle = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(options_.l3_idle_seconds));
+  const Clock::time_point cutoff = now - l3_idle();
   // Free pages (idle ones just moved to L3, finished requests' last pages) give their memory
   // back to the OS, so a server whose sessions went quiet shrinks. In small batches: each
   // spilled page has a staging copy until its write completes, so releasing only after
@@ -495,7 +497,7 @@ void Engine::spill_idle_pages(const Clock::time_point now) {
   constexpr size_t kBatch = 16;
   size_t spilled = 0;
   do {
-    spilled = prefix_->evict_idle_since(now - idle, kBatch);
+    spilled = prefix_->evict_idle_since(cutoff, kBatch);
     stats_.l3_idle_spills += spilled;
     stats_.kv_bytes_released += kv_->pool().release_free_memory();
   } while (spilled == kBatch);

@@ -124,6 +124,7 @@ class Engine {
   // Moves cached pages idle for options_.l3_idle_seconds to L3 and releases the memory of free
   // pages, every idle_spill_interval(): l3_idle_seconds, at most a second.
   void spill_idle_pages(Clock::time_point now);
+  Clock::duration l3_idle() const;  // options_.l3_idle_seconds
   Clock::duration idle_spill_interval() const;
   // Maps the cached pages of the longest matching prefix of a sequence without KV. When L3
   // holds pages past those in L2 and `may_read_l3`, starts reading them instead (the sequence

@@ -110,6 +110,8 @@ void dequantize_q4_0(const BlockQ4_0* src, float* dst, int64_t n) {
   }
 }
 
+}  // namespace
+
 void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
 #if defined(__F16C__)
@@ -131,8 +133,6 @@ void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
 #endif
   for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
 }
-
-}  // namespace
 
 float f16_to_f32(uint16_t h) {
   return half_to_float(h);

@@ -28,6 +28,9 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
+// Rows of n values (F16C when the build has it), rounding to nearest even.
+void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n);
+void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n);
 
 int64_t dtype_block_elements(DType type);  // 1 for F32/F16/BF16, 32 for Q8_0/Q4_0
 size_t dtype_block_bytes(DType type);
