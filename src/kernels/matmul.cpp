@@ -27,6 +27,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/block_types.h"
 #include "kernels/quant.h"
 #include "kernels/quant_simd.h"
 #include "kernels/repack.h"
@@ -638,6 +639,36 @@ int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
   return std::max<int64_t>(chunk, kTileRows);
 }
 
+// The types of kernels/block_types.h: activations quantised once per call, then one dot
+// product per (row, token). For several tokens a chunk of rows stays in L2 while every token
+// passes over it.
+void block_type_matmul(const BlockTypeKernels& k, const uint8_t* w, size_t w_row_bytes,
+                       int64_t rows, int64_t cols, const float* x, int n_tokens, float* y,
+                       int64_t chunk, ThreadPool& pool) {
+  const size_t a_row_bytes = act_row_bytes(k.act, cols);
+  thread_local Scratch scratch;
+  auto* acts = static_cast<uint8_t*>(scratch.get(a_row_bytes * static_cast<size_t>(n_tokens)));
+  const auto quantize = [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t) quantize_acts(k.act, x + t * cols, acts + t * a_row_bytes, cols);
+  };
+  const int n_threads = pool.size();
+  if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
+    pool.run([&](int i) {
+      quantize(static_cast<int>(int64_t{n_tokens} * i / n_threads),
+               static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads));
+    });
+  } else {
+    quantize(0, n_tokens);
+  }
+  parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
+    for (int t = 0; t < n_tokens; ++t) {
+      const uint8_t* a = acts + t * a_row_bytes;
+      float* yt = y + static_cast<int64_t>(t) * rows;
+      for (int64_t r = r0; r < r1; ++r) yt[r] = k.vec_dot(w + r * w_row_bytes, a, cols);
+    }
+  });
+}
+
 }  // namespace
 
 void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& shared_pool) {
@@ -723,6 +754,11 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
         }
       }
     });
+    return;
+  }
+
+  if (const BlockTypeKernels* k = block_type_kernels(w.type)) {
+    block_type_matmul(*k, wdata, w_row_bytes, rows, cols, x, n_tokens, y, chunk, pool);
     return;
   }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/block_types.h"
 #include "kernels/quant_simd.h"
 #include "util/error.h"
 
@@ -161,31 +162,15 @@ uint16_t f32_to_f16_portable(float f) {
 }
 
 int64_t dtype_block_elements(DType type) {
-  switch (type) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-      return 1;
-    case DType::Q8_0:
-    case DType::Q4_0:
-      return 32;
-  }
-  fail("unsupported tensor type id ", static_cast<uint32_t>(type));
+  const DTypeInfo* info = dtype_info(type);
+  if (info == nullptr) fail("unsupported tensor type id ", static_cast<uint32_t>(type));
+  return info->block_elements;
 }
 
 size_t dtype_block_bytes(DType type) {
-  switch (type) {
-    case DType::F32:
-      return 4;
-    case DType::F16:
-    case DType::BF16:
-      return 2;
-    case DType::Q8_0:
-      return sizeof(BlockQ8_0);
-    case DType::Q4_0:
-      return sizeof(BlockQ4_0);
-  }
-  fail("unsupported tensor type id ", static_cast<uint32_t>(type));
+  const DTypeInfo* info = dtype_info(type);
+  if (info == nullptr) fail("unsupported tensor type id ", static_cast<uint32_t>(type));
+  return info->block_bytes;
 }
 
 size_t row_bytes(DType type, int64_t n) {
@@ -217,7 +202,12 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
     case DType::Q4_0:
       dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n);
       return;
+    default:
+      break;
   }
+  const BlockTypeKernels* k = block_type_kernels(type);
+  if (k == nullptr) fail("dequantize: no kernels for tensor type ", dtype_name(type));
+  k->dequantize(src, dst, n);
 }
 
 void quantize_row(DType type, const float* src, void* dst, int64_t n) {
@@ -240,7 +230,14 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
     case DType::Q4_0:
       quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
       return;
+    default:
+      break;
   }
+  const BlockTypeKernels* k = block_type_kernels(type);
+  if (k == nullptr || k->quantize == nullptr) {
+    fail("quantize: k25 cannot encode tensor type ", dtype_name(type));
+  }
+  k->quantize(src, dst, n);
 }
 
 }  // namespace k25

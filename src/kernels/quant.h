@@ -32,7 +32,7 @@ uint16_t f32_to_bf16(float f);
 void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n);
 void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n);
 
-int64_t dtype_block_elements(DType type);  // 1 for F32/F16/BF16, 32 for Q8_0/Q4_0
+int64_t dtype_block_elements(DType type);  // 1 for F32/F16/BF16, 32 or 256 for block types
 size_t dtype_block_bytes(DType type);
 // Bytes of one row of n elements; throws k25::Error if n is not a multiple of the block size.
 size_t row_bytes(DType type, int64_t n);

@@ -13,10 +13,30 @@ enum class DType : uint32_t {
   F32 = 0,
   F16 = 1,
   Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
   Q8_0 = 8,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
 };
 
+// The storage of a type k25 implements: `block_bytes` bytes hold `block_elements` consecutive
+// row elements.
+struct DTypeInfo {
+  const char* name;
+  int64_t block_elements;
+  size_t block_bytes;
+};
+
+// Null for a type id k25 does not implement.
+const DTypeInfo* dtype_info(DType type);
 const char* dtype_name(DType type);
 
 // ne[0] is the row length (contiguous), ne[1] the number of rows, as in GGUF.

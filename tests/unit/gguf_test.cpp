@@ -395,10 +395,23 @@ Image one_tensor(std::vector<uint64_t> ne, uint32_t type, uint64_t offset) {
 }
 
 TEST(GgufCorrupt, UnsupportedTensorType) {
-  EXPECT_EQ(parse_error(one_tensor({256}, 12, 0).zeros(144).bytes),
-            "test.gguf: tensor 'blk.0.attn_q.weight' has type Q4_K (12), which k25 does not "
-            "support (supported: F32, F16, BF16, Q8_0, Q4_0)");
+  EXPECT_EQ(parse_error(one_tensor({256}, 16, 0).zeros(144).bytes),
+            "test.gguf: tensor 'blk.0.attn_q.weight' has type IQ2_XXS (16), which k25 does not "
+            "support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+            "Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+  EXPECT_NE(parse_error(one_tensor({256}, 39, 0).zeros(144).bytes).find("MXFP4 (39)"),
+            std::string::npos);
   EXPECT_NE(parse_error(one_tensor({4}, 999, 0).zeros(64).bytes).find("unknown (999)"),
+            std::string::npos);
+}
+
+// A K-quant tensor's data must be exactly its super-blocks: 256 elements of Q4_K are 144 bytes.
+TEST(GgufCorrupt, KQuantTensorSizeFollowsItsShape) {
+  const std::vector<uint8_t> ok = one_tensor({256}, 12, 0).zeros(144).bytes;
+  EXPECT_NO_THROW(GgufFile::parse(ok.data(), ok.size(), "test.gguf"));
+  EXPECT_NE(parse_error(one_tensor({512}, 12, 0).zeros(144).bytes).find("extends past the end"),
+            std::string::npos);
+  EXPECT_NE(parse_error(one_tensor({128}, 12, 0).zeros(144).bytes).find("not a multiple"),
             std::string::npos);
 }
 

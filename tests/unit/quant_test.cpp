@@ -44,7 +44,12 @@ TEST(QuantTest, BlockSizes) {
   EXPECT_THROW(row_bytes(DType::Q8_0, 33), Error);
   EXPECT_THROW(row_bytes(DType::Q4_0, 16), Error);
   EXPECT_THROW(row_bytes(static_cast<DType>(99), 32), Error);
-  EXPECT_THROW(dtype_block_bytes(static_cast<DType>(3)), Error);
+  EXPECT_THROW(dtype_block_bytes(static_cast<DType>(16)), Error);  // IQ2_XXS
+  EXPECT_EQ(row_bytes(DType::Q4_K, 512), 2u * 144u);
+  EXPECT_EQ(row_bytes(DType::Q6_K, 256), 210u);
+  EXPECT_EQ(row_bytes(DType::IQ4_XS, 256), 136u);
+  EXPECT_EQ(row_bytes(DType::Q5_1, 64), 48u);
+  EXPECT_THROW(row_bytes(DType::Q4_K, 128), Error);
   std::vector<float> buf(40);
   std::vector<uint8_t> out(200);
   EXPECT_THROW(quantize_row(DType::Q8_0, buf.data(), out.data(), 40), Error);
