@@ -104,6 +104,7 @@ void quantize_acts(ActFormat format, const float* x, void* out, int64_t n) {
 
 const BlockTypeKernels* block_type_kernels(DType type) {
   if (const BlockTypeKernels* k = legacy_block_kernels(type)) return k;
+  if (const BlockTypeKernels* k = iq4_block_kernels(type)) return k;
   return kquant_block_kernels(type);
 }
 

@@ -4,7 +4,7 @@
 // their own tiled and repacked kernels in matmul.cpp and are not listed here.
 //
 // Each family lives in its own file and answers for its types: quant_legacy.cpp (Q4_1, Q5_0,
-// Q5_1, IQ4_NL) and quant_kquants.cpp (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS).
+// Q5_1), quant_iq4.cpp (IQ4_NL, IQ4_XS) and quant_kquants.cpp (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
 #pragma once
 
 #include <cstddef>
@@ -47,13 +47,19 @@ struct BlockTypeKernels {
   // The dot product of one weight row of n elements with one activation row in `act`. It must
   // not depend on anything but its two rows, so a token's result is the same in any batch.
   float (*vec_dot)(const void* w_row, const void* act_row, int64_t n);
+  // Optional (null: vec_dot for each pair): the dots of nr <= 4 consecutive weight rows with
+  // nt <= 4 consecutive activation rows at once, y[t * y_stride + r], each result bitwise equal
+  // to vec_dot's, so prefill reuses what it loads.
+  void (*dot_tile)(const uint8_t* w, size_t w_row_bytes, int nr, const uint8_t* acts,
+                   size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride);
 };
 
 // Null for types not listed above.
 const BlockTypeKernels* block_type_kernels(DType type);
 
-// Each family's entries (null for a type of the other family).
+// Each family's entries (null for a type of another family).
 const BlockTypeKernels* legacy_block_kernels(DType type);
+const BlockTypeKernels* iq4_block_kernels(DType type);
 const BlockTypeKernels* kquant_block_kernels(DType type);
 
 }  // namespace k25

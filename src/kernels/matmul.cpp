@@ -661,10 +661,21 @@ void block_type_matmul(const BlockTypeKernels& k, const uint8_t* w, size_t w_row
     quantize(0, n_tokens);
   }
   parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
-    for (int t = 0; t < n_tokens; ++t) {
-      const uint8_t* a = acts + t * a_row_bytes;
-      float* yt = y + static_cast<int64_t>(t) * rows;
-      for (int64_t r = r0; r < r1; ++r) yt[r] = k.vec_dot(w + r * w_row_bytes, a, cols);
+    if (k.dot_tile == nullptr || n_tokens == 1) {
+      for (int t = 0; t < n_tokens; ++t) {
+        const uint8_t* a = acts + t * a_row_bytes;
+        float* yt = y + static_cast<int64_t>(t) * rows;
+        for (int64_t r = r0; r < r1; ++r) yt[r] = k.vec_dot(w + r * w_row_bytes, a, cols);
+      }
+      return;
+    }
+    for (int t0 = 0; t0 < n_tokens; t0 += kMaxTile) {
+      const int nt = std::min(kMaxTile, n_tokens - t0);
+      for (int64_t r = r0; r < r1; r += kMaxTile) {
+        const int nr = static_cast<int>(std::min<int64_t>(kMaxTile, r1 - r));
+        k.dot_tile(w + r * w_row_bytes, w_row_bytes, nr, acts + t0 * a_row_bytes, a_row_bytes, nt,
+                   cols, y + static_cast<int64_t>(t0) * rows + r, rows);
+      }
     }
   });
 }

@@ -1,4 +1,4 @@
-// The K-quants Q2_K..Q6_K and IQ4_XS: super-blocks of 256 (see kernels/block_types.h).
+// The K-quants Q2_K..Q6_K: super-blocks of 256 (see kernels/block_types.h).
 #include "kernels/block_types.h"
 
 namespace k25 {

@@ -1,4 +1,4 @@
-// Q4_1, Q5_0, Q5_1 and IQ4_NL: blocks of 32 (see kernels/block_types.h).
+// Q4_1, Q5_0 and Q5_1: blocks of 32 (see kernels/block_types.h).
 #include "kernels/block_types.h"
 
 namespace k25 {

@@ -38,11 +38,12 @@ std::optional<Encoding> encoding_of(uint32_t ggml_type) {
 // GGML's names for type ids, so an unsupported tensor is reported the way llama.cpp users know it.
 const char* ggml_type_name(uint32_t id) {
   static constexpr const char* kNames[] = {
-      "F32",      "F16",      "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
-      "Q8_0",     "Q8_1",     "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
-      "IQ2_XXS",  "IQ2_XS",   "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-      "I8",       "I16",      "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
-      "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",   "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
+      "F32",   "F16",        "Q4_0",       "Q4_1",       "Q4_2",     "Q4_3",     "Q5_0",
+      "Q5_1",  "Q8_0",       "Q8_1",       "Q2_K",       "Q3_K",     "Q4_K",     "Q5_K",
+      "Q6_K",  "Q8_K",       "IQ2_XXS",    "IQ2_XS",     "IQ3_XXS",  "IQ1_S",    "IQ4_NL",
+      "IQ3_S", "IQ2_S",      "IQ4_XS",     "I8",         "I16",      "I32",      "I64",
+      "F64",   "IQ1_M",      "BF16",       "Q4_0_4_4",   "Q4_0_4_8", "Q4_0_8_8", "TQ1_0",
+      "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
   return id < std::size(kNames) ? kNames[id] : "unknown";
 }
 
@@ -399,9 +400,10 @@ class GgufParser {
     const uint32_t type = cur_.read<uint32_t>("tensor type");
     const std::optional<Encoding> enc = encoding_of(type);
     if (!enc) {
-      fail(label(), ": tensor '", t.name, "' has type ", ggml_type_name(type), " (", type,
-           "), which k25 does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
-           "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
+      fail(
+          label(), ": tensor '", t.name, "' has type ", ggml_type_name(type), " (", type,
+          "), which k25 does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, "
+          "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
     }
     t.type = static_cast<DType>(type);
     if (t.ne[0] % enc->block_elems != 0) {

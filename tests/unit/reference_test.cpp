@@ -159,22 +159,23 @@ TEST_P(ReferenceGreedy, MatchesLlamaCpp) {
   check_greedy_reference("greedy-" + GetParam() + ".jsonl", KvDtype::kF16);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    RandomModels, ReferenceGreedy,
-    ::testing::Values("random-llama-kq-f32", "random-llama-kq-q2_k", "random-llama-kq-q3_k_m",
-                      "random-llama-kq-q4_k_s", "random-llama-kq-q4_k_m", "random-llama-kq-q5_k_s",
-                      "random-llama-kq-q5_k_m", "random-llama-kq-q6_k", "random-llama-kq-q4_0",
-                      "random-llama-kq-q4_1", "random-llama-kq-q5_0", "random-llama-kq-q5_1",
-                      "random-llama-kq-iq4_nl", "random-llama-kq-iq4_xs", "random-llama3-rope",
-                      "random-llama-linear-rope", "random-qwen3", "random-qwen3moe",
-                      "random-gemma3"),
-    [](const ::testing::TestParamInfo<std::string>& info) {
-      std::string name = info.param;
-      for (char& ch : name) {
-        if (ch == '-') ch = '_';
-      }
-      return name;
-    });
+INSTANTIATE_TEST_SUITE_P(RandomModels, ReferenceGreedy,
+                         ::testing::Values("random-llama-kq-f32", "random-llama-kq-q2_k",
+                                           "random-llama-kq-q3_k_m", "random-llama-kq-q4_k_s",
+                                           "random-llama-kq-q4_k_m", "random-llama-kq-q5_k_s",
+                                           "random-llama-kq-q5_k_m", "random-llama-kq-q6_k",
+                                           "random-llama-kq-q4_0", "random-llama-kq-q4_1",
+                                           "random-llama-kq-q5_0", "random-llama-kq-q5_1",
+                                           "random-llama-kq-iq4_nl", "random-llama-kq-iq4_xs",
+                                           "random-llama3-rope", "random-llama-linear-rope",
+                                           "random-qwen3", "random-qwen3moe", "random-gemma3"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
 
 std::vector<TokenId> read_reference_tokens() {
   std::ifstream in(shared_path("reference/stories-sample-tokens.txt"));
