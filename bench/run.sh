@@ -6,7 +6,7 @@ set -euo pipefail
 usage() {
   cat <<'USAGE'
 usage: bench/run.sh [--peer DIR] [--threads "1 2"] [--shape tinyllama-1.1b] [--dtypes "q8_0 q4_0"]
-                    [--reps N] [--bin DIR] [--out DIR] [--vocab-dir DIR]
+                    [--reps N] [--bin DIR] [--out DIR] [--vocab-dir DIR] [--peer-quantize]
   --peer DIR       llama.cpp build/bin holding llama-bench (skipped with a message when absent)
   --threads LIST   thread counts to measure (default "1 2")
   --shape NAME     k25-mkmodel shape (default tinyllama-1.1b; see k25-mkmodel --list)
@@ -16,6 +16,9 @@ usage: bench/run.sh [--peer DIR] [--threads "1 2"] [--shape tinyllama-1.1b] [--d
   --out DIR        scratch folder for the generated models, reused between runs
                    (default ${TMPDIR:-/tmp}/k25-bench)
   --vocab-dir DIR  llama.cpp vocabulary GGUFs (default ../shared/tokenizers/llamacpp-vocab)
+  --peer-quantize  write each model as F16 with k25-mkmodel, then quantise it with the peer's
+                   llama-quantize (e.g. --dtypes "q4_k_m q6_k"), so both engines read the
+                   mixture llama.cpp users download
 USAGE
 }
 
@@ -30,8 +33,9 @@ reps=3
 bin="build/bin"
 out="${TMPDIR:-/tmp}/k25-bench"
 vocab_dir="../shared/tokenizers/llamacpp-vocab"
+peer_quantize=0
 while [[ $# -gt 0 ]]; do
-  if [[ "$1" == --* && "$1" != --help && $# -lt 2 ]]; then
+  if [[ "$1" == --* && "$1" != --help && "$1" != --peer-quantize && $# -lt 2 ]]; then
     echo "bench/run.sh: $1 needs a value" >&2
     exit 2
   fi
@@ -44,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --bin) bin="$(absolute "$2")"; shift 2 ;;
     --out) out="$(absolute "$2")"; shift 2 ;;
     --vocab-dir) vocab_dir="$(absolute "$2")"; shift 2 ;;
+    --peer-quantize) peer_quantize=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "bench/run.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -111,6 +116,21 @@ for dtype in $dtypes; do
   model="$out/$shape-$dtype.gguf"
   if [[ -f "$model" ]]; then
     echo "model: reusing $model"
+  elif [[ "$peer_quantize" == 1 ]]; then
+    if [[ ! -x "$peer/llama-quantize" ]]; then
+      echo "bench/run.sh: --peer-quantize needs $peer/llama-quantize" >&2
+      exit 1
+    fi
+    f16="$out/$shape-f16.gguf"
+    if [[ ! -f "$f16" ]]; then
+      echo "model: writing $f16"
+      "$bin/k25-mkmodel" --shape "$shape" --dtype f16 --vocab-dir "$vocab_dir" -o "$f16.partial"
+      mv "$f16.partial" "$f16"
+    fi
+    echo "model: llama-quantize $f16 -> $model (${dtype^^})"
+    "$peer/llama-quantize" "$f16" "$model.partial" "${dtype^^}" 2 > "$out/llama-quantize.log" 2>&1 ||
+      { echo "bench/run.sh: llama-quantize failed (see $out/llama-quantize.log)" >&2; exit 1; }
+    mv "$model.partial" "$model"
   else
     echo "model: writing $model"
     "$bin/k25-mkmodel" --shape "$shape" --dtype "$dtype" --vocab-dir "$vocab_dir" \
