@@ -137,7 +137,8 @@ for dtype in $dtypes; do
       -o "$model.partial"
     mv "$model.partial" "$model"
   fi
-  bytes="$(stat -c %s "$model")"
+  # What one decode token reads: the weights, with a MoE model's experts at used/count.
+  bytes="$(python3 bench/weight_bytes_per_token.py "$model")"
   # Warm-up: pages the model into the page cache before anything is timed.
   "$bin/k25-run" generate -m "$model" -p "Hello" -n 4 -t 1 --json > /dev/null 2>"$out/k25-run.log" ||
     { echo "bench/run.sh: k25-run cannot run $model (see $out/k25-run.log)" >&2; exit 1; }
@@ -191,7 +192,8 @@ for (dtype, threads), (pp, tg, size) in k25.items():
 print()
 measured = ", ".join(f"{t} thread(s) {b:.1f} GB/s" for t, b in bandwidth.items()) or "n/a"
 print(f"shape {shape}; read bandwidth: {measured}")
-print("decode GB/s = model file bytes x decode tok/s; % of the read bandwidth at the same thread count")
+print("decode GB/s = weight bytes one token reads (bench/weight_bytes_per_token.py: MoE experts at")
+print("used/count) x decode tok/s; % of the read bandwidth at the same thread count")
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---" for _ in head) + "|")
 for row in rows:
