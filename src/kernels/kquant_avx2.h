@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 namespace k25 {
 
@@ -31,11 +32,49 @@ inline __m256i kq_scaled_bsums(__m256i scales16, const int16_t* bsums) {
   return _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)));
 }
 
-// For Q4_K / Q5_K: sum over the 8 sub-blocks of 32 of mins16[j] * (bsums[2j] + bsums[2j + 1]).
-inline int32_t kq_mins_dot(__m128i mins16, const int16_t* bsums) {
+// Q4_K / Q5_K: the 8 scales (int16 lanes 0..7) and 8 minimums (lanes 8..15) of a block, unpacked
+// in registers (as unpack_scales_mins_k4 does).
+inline __m256i kq_scales_mins_k4(const uint8_t* p) {
+  uint32_t a[3];
+  std::memcpy(a, p, 12);
+  const uint32_t sc_lo = a[0] & 0x3f3f3f3fu, mn_lo = a[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (a[2] & 0x0f0f0f0fu) | ((a[0] >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((a[2] >> 4) & 0x0f0f0f0fu) | ((a[1] >> 2) & 0x30303030u);
+  return _mm256_cvtepu8_epi16(_mm_set_epi32(static_cast<int>(mn_hi), static_cast<int>(mn_lo),
+                                            static_cast<int>(sc_hi), static_cast<int>(sc_lo)));
+}
+
+// Q3_K: the 16 scales minus 32 as int8 (as unpack_scales_q3_k does).
+inline __m128i kq_scales_q3_k(const uint8_t* p) {
+  uint32_t a[3];
+  std::memcpy(a, p, 12);
+  const uint32_t w0 = (a[0] & 0x0f0f0f0fu) | ((a[2] << 4) & 0x30303030u);
+  const uint32_t w1 = (a[1] & 0x0f0f0f0fu) | ((a[2] << 2) & 0x30303030u);
+  const uint32_t w2 = ((a[0] >> 4) & 0x0f0f0f0fu) | (a[2] & 0x30303030u);
+  const uint32_t w3 = ((a[1] >> 4) & 0x0f0f0f0fu) | ((a[2] >> 2) & 0x30303030u);
+  return _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2),
+                                    static_cast<int>(w1), static_cast<int>(w0)),
+                      _mm_set1_epi8(32));
+}
+
+// For Q4_K / Q5_K: the products mins16[j] * (bsums[2j] + bsums[2j + 1]) over the 8 sub-blocks of
+// 32, summed in pairs (4 int32 lanes).
+inline __m128i kq_mins_products(__m128i mins16, const int16_t* bsums) {
   const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums));
   const __m128i pairs = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-  return kq_hsum_i32(_mm_madd_epi16(mins16, pairs));
+  return _mm_madd_epi16(mins16, pairs);
+}
+
+inline __m128i kq_fold(__m256i v) {
+  return _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+}
+
+// The lane totals of a and of b, at once.
+inline void kq_hsum2_i32(__m128i a, __m128i b, int32_t* sum_a, int32_t* sum_b) {
+  __m128i h = _mm_hadd_epi32(a, b);  // a0+a1, a2+a3, b0+b1, b2+b3
+  h = _mm_hadd_epi32(h, h);          // A, B, A, B
+  *sum_a = _mm_cvtsi128_si32(h);
+  *sum_b = _mm_extract_epi32(h, 1);
 }
 
 }  // namespace k25

@@ -45,8 +45,9 @@ void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float*
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
     for (int t = 0; t < NT; ++t) {
-      const int32_t summ = kq_hsum_i32(kq_scaled_bsums(mins16, x[t][b].bsums));
-      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(sum[t]));
+      int32_t sumi, summ;
+      kq_hsum2_i32(kq_fold(sum[t]), kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums)), &sumi, &summ);
+      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
       acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
     }
   }

@@ -28,9 +28,7 @@ void q3_k_rows(const BlockQ3_K* w, const BlockQ8_K* const* x, int64_t nb, float*
   float acc[NT] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ3_K& blk = w[b];
-    int8_t sc[16];
-    unpack_scales_q3_k(blk.scales, sc);
-    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(sc));
+    const __m128i sc8 = kq_scales_q3_k(blk.scales);
     // Shifted right by one per group of 32: bit 0 of each byte is the group's high bit.
     __m256i hm = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.hmask));
     __m256i sum[NT];

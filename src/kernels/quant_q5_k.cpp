@@ -27,11 +27,9 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* x, int64_t nb, float*
   float acc[NT] = {};
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ5_K& blk = w[b];
-    uint8_t sc[8], mn[8];
-    unpack_scales_mins_k4(blk.scales, sc, mn);
-    const __m256i sc16 = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc))));
-    const __m128i mn16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(mn)));
+    const __m256i scales_mins = kq_scales_mins_k4(blk.scales);
+    const __m256i sc16 = _mm256_permute2x128_si256(scales_mins, scales_mins, 0x00);
+    const __m128i mn16 = _mm256_extracti128_si256(scales_mins, 1);
     // Shifted right by 2 per group of 64, so bits 0 and 1 of each byte are the group's fifth bits.
     __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qh));
     __m256i sum[NT];
@@ -61,8 +59,9 @@ void q5_k_rows(const BlockQ5_K* w, const BlockQ8_K* const* x, int64_t nb, float*
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
     for (int t = 0; t < NT; ++t) {
-      const int32_t summ = kq_mins_dot(mn16, x[t][b].bsums);
-      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(sum[t]));
+      int32_t sumi, summ;
+      kq_hsum2_i32(kq_fold(sum[t]), kq_mins_products(mn16, x[t][b].bsums), &sumi, &summ);
+      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
       acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
     }
   }
