@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/kquant_blocks.h"
+
 namespace k25 {
 
 inline int32_t kq_hsum_i32(__m128i s) {
@@ -75,6 +77,26 @@ inline void kq_hsum2_i32(__m128i a, __m128i b, int32_t* sum_a, int32_t* sum_b) {
   h = _mm_hadd_epi32(h, h);          // A, B, A, B
   *sum_a = _mm_cvtsi128_si32(h);
   *sum_b = _mm_extract_epi32(h, 1);
+}
+
+// The lane totals of four vectors: [total(a0), total(a1), total(a2), total(a3)].
+inline __m128i kq_totals4(__m128i a0, __m128i a1, __m128i a2, __m128i a3) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(a0, a1), _mm_hadd_epi32(a2, a3));
+}
+
+// The Q8_K scales of block b of four activation rows.
+inline __m128 kq_act_scales4(const BlockQ8_K* const* x, int64_t b) {
+  return _mm_set_ps(x[3][b].d, x[2][b].d, x[1][b].d, x[0][b].d);
+}
+
+// kq_accumulate for four tokens at once: lane t is fma(d * dx[t], sumi[t], acc[t]), the same
+// operations as the scalar form.
+inline __m128 kq_accumulate4(__m128 acc, float d, __m128 dx, __m128i sumi) {
+  return _mm_fmadd_ps(_mm_mul_ps(_mm_set1_ps(d), dx), _mm_cvtepi32_ps(sumi), acc);
+}
+// The minimums' step: fma(-(dmin * dx[t]), summ[t], acc[t]).
+inline __m128 kq_subtract4(__m128 acc, float dmin, __m128 dx, __m128i summ) {
+  return _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(dmin), dx), _mm_cvtepi32_ps(summ), acc);
 }
 
 }  // namespace k25

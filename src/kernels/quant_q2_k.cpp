@@ -23,6 +23,7 @@ void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float*
   const __m256i m3 = _mm256_set1_epi8(3);
   const __m128i m4 = _mm_set1_epi8(0x0F);
   float acc[NT] = {};
+  __m128 acc4 = _mm_setzero_ps();  // NT == 4: the four accumulators
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ2_K& blk = w[b];
     const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
@@ -44,14 +45,30 @@ void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float*
       }
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
-    for (int t = 0; t < NT; ++t) {
-      int32_t sumi, summ;
-      kq_hsum2_i32(kq_fold(sum[t]), kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums)), &sumi, &summ);
-      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
-      acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+    if constexpr (NT == 4) {
+      const __m128 dx = kq_act_scales4(x, b);
+      const __m128i sumi =
+          kq_totals4(kq_fold(sum[0]), kq_fold(sum[1]), kq_fold(sum[2]), kq_fold(sum[3]));
+      const __m128i summ = kq_totals4(kq_fold(kq_scaled_bsums(mins16, x[0][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[1][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[2][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[3][b].bsums)));
+      acc4 = kq_subtract4(kq_accumulate4(acc4, d, dx, sumi), dmin, dx, summ);
+    } else {
+      for (int t = 0; t < NT; ++t) {
+        int32_t sumi, summ;
+        kq_hsum2_i32(kq_fold(sum[t]), kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums)), &sumi,
+                     &summ);
+        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
+        acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(out, acc4);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  }
 }
 #endif
 

@@ -25,6 +25,7 @@ template <int NT>
 void q4_k_rows(const BlockQ4_K* w, const BlockQ8_K* const* x, int64_t nb, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   float acc[NT] = {};
+  __m128 acc4 = _mm_setzero_ps();  // NT == 4: the four accumulators
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ4_K& blk = w[b];
     const __m256i scales_mins = kq_scales_mins_k4(blk.scales);
@@ -53,14 +54,28 @@ void q4_k_rows(const BlockQ4_K* w, const BlockQ8_K* const* x, int64_t nb, float*
       }
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
-    for (int t = 0; t < NT; ++t) {
-      int32_t sumi, summ;
-      kq_hsum2_i32(kq_fold(sum[t]), kq_mins_products(mn16, x[t][b].bsums), &sumi, &summ);
-      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
-      acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+    if constexpr (NT == 4) {
+      const __m128 dx = kq_act_scales4(x, b);
+      const __m128i sumi =
+          kq_totals4(kq_fold(sum[0]), kq_fold(sum[1]), kq_fold(sum[2]), kq_fold(sum[3]));
+      const __m128i summ =
+          kq_totals4(kq_mins_products(mn16, x[0][b].bsums), kq_mins_products(mn16, x[1][b].bsums),
+                     kq_mins_products(mn16, x[2][b].bsums), kq_mins_products(mn16, x[3][b].bsums));
+      acc4 = kq_subtract4(kq_accumulate4(acc4, d, dx, sumi), dmin, dx, summ);
+    } else {
+      for (int t = 0; t < NT; ++t) {
+        int32_t sumi, summ;
+        kq_hsum2_i32(kq_fold(sum[t]), kq_mins_products(mn16, x[t][b].bsums), &sumi, &summ);
+        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
+        acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+      }
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(out, acc4);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  }
 }
 #endif
 

@@ -29,6 +29,7 @@ template <int NT>
 void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* x, int64_t nb, float* out) {
   const __m256i m4 = _mm256_set1_epi8(0x0F);
   float acc[NT] = {};
+  __m128 acc4 = _mm_setzero_ps();  // NT == 4: the four accumulators
   for (int64_t b = 0; b < nb; ++b) {
     const BlockQ6_K& blk = w[b];
     const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
@@ -62,12 +63,25 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* x, int64_t nb, float*
     }
     const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
     const float d = half_to_float(blk.d);
+    // The -32 of every quant: 32 * sum over the sub-blocks of scale * bsum.
+    __m256i net[NT];
     for (int t = 0; t < NT; ++t) {
-      const __m256i offset = _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), 5);
-      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(_mm256_sub_epi32(sum[t], offset)));
+      net[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), 5));
+    }
+    if constexpr (NT == 4) {
+      acc4 = kq_accumulate4(
+          acc4, d, kq_act_scales4(x, b),
+          kq_totals4(kq_fold(net[0]), kq_fold(net[1]), kq_fold(net[2]), kq_fold(net[3])));
+    } else {
+      for (int t = 0; t < NT; ++t)
+        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(net[t]));
     }
   }
-  for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(out, acc4);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  }
 }
 #endif
 
