@@ -69,13 +69,13 @@ void dequantize_iq4_xs(const void* src, float* dst, int64_t n) {
 
 // ---- quantize: llama.cpp's search without an importance matrix (weights x^2) ----
 
-// The index of the table value nearest to v; a tie goes to the larger value.
+// The index of the table value nearest to v; a tie goes to the larger value. v picks index i
+// once 2 v reaches kValues[i - 1] + kValues[i] (both sides exact, as llama.cpp compares them).
 int nearest_index(float v) {
-  if (v <= kValues[0]) return 0;
-  if (v >= kValues[15]) return 15;
-  int hi = 1;
-  while (v >= kValues[hi]) ++hi;
-  return v - kValues[hi - 1] < kValues[hi] - v ? hi - 1 : hi;
+  const float twice = v + v;
+  int i = 0;
+  while (i < 15 && twice >= static_cast<float>(kValues[i] + kValues[i + 1])) ++i;
+  return i;
 }
 
 // The weighted least-squares scale of 32 values for the indices that 1 / inv_scale gives, with
@@ -105,7 +105,7 @@ float block_scale(const float* x) {
   if (amax < 1e-15f) return 0.0f;
   float sum_qx, sum_q2;
   fit_scale(x, 1.0f / (-max / kValues[0]), &sum_qx, &sum_q2);
-  float d = sum_qx / sum_q2;
+  float d = sum_q2 > 0.0f ? sum_qx / sum_q2 : 0.0f;
   float best = d * sum_qx;
   for (int t = -7; t <= 7; ++t) {
     fit_scale(x, static_cast<float>(t + kValues[0]) / max, &sum_qx, &sum_q2);

@@ -12,6 +12,8 @@
 
 #include "kernels/block_types.h"
 #include "kernels/quant.h"
+#include "model/gguf.h"
+#include "test_paths.h"
 
 namespace k25::testing {
 
@@ -116,6 +118,34 @@ inline void expect_simd_equals_portable(DType type, const BlockTypeKernels& port
   std::memcpy(&scalar_bits, &scalar, 4);
   EXPECT_EQ(simd_bits, scalar_bits)
       << dtype_name(type) << " n=" << n << ": " << simd << " vs " << scalar;
+}
+
+// Encodes every tensor of `type` in the llama-quantize output models/random-llama-kq-<file>.gguf
+// from the same tensor of random-llama-kq-f32.gguf and counts the blocks whose bytes differ.
+// Sets *tensors to the number of tensors compared.
+inline int64_t blocks_differing_from_llama_quantize(DType type, const std::string& file,
+                                                    int* tensors) {
+  const auto f32 = GgufFile::open(shared_path("models/random-llama-kq-f32.gguf"));
+  const auto quantized = GgufFile::open(shared_path("models/random-llama-kq-" + file + ".gguf"));
+  const size_t block_bytes = dtype_block_bytes(type);
+  int64_t differing = 0;
+  *tensors = 0;
+  for (const TensorView& q : quantized->tensors()) {
+    if (q.type != type) continue;
+    const TensorView* src = f32->tensor(q.name);
+    if (src == nullptr || src->type != DType::F32) ADD_FAILURE() << q.name << " has no F32 source";
+    if (src == nullptr || src->type != DType::F32) continue;
+    const int64_t n = q.row_length() * q.n_rows();
+    std::vector<uint8_t> mine(row_bytes(type, n));
+    quantize_row(type, static_cast<const float*>(src->data), mine.data(), n);
+    const auto* theirs = static_cast<const uint8_t*>(q.data);
+    for (size_t b = 0; b < mine.size() / block_bytes; ++b) {
+      differing +=
+          std::memcmp(mine.data() + b * block_bytes, theirs + b * block_bytes, block_bytes) != 0;
+    }
+    ++*tensors;
+  }
+  return differing;
 }
 
 }  // namespace k25::testing

@@ -150,5 +150,19 @@ TEST(QuantIq4Test, RoundTripErrorIsSmallAndDeterministic) {
   }
 }
 
+// The encoders write the bytes llama-quantize wrote for the same F32 weights (the shared
+// random-llama-kq models, no importance matrix).
+TEST(QuantIq4Test, EncodersReproduceLlamaQuantize) {
+  K25_REQUIRE_SHARED();
+  int tensors = 0;
+  int64_t n_blocks = 0;
+  n_blocks = testing::blocks_differing_from_llama_quantize(DType::IQ4_NL, "iq4_nl", &tensors);
+  EXPECT_GT(tensors, 0);
+  EXPECT_EQ(n_blocks, 0) << "IQ4_NL";
+  n_blocks = testing::blocks_differing_from_llama_quantize(DType::IQ4_XS, "iq4_xs", &tensors);
+  EXPECT_GT(tensors, 0);
+  EXPECT_EQ(n_blocks, 0) << "IQ4_XS";
+}
+
 }  // namespace
 }  // namespace k25

@@ -40,8 +40,8 @@ TEST(QuantLegacyTest, Q4_1DequantizesAHandBuiltBlock) {
   put_nibbles(block, 4, q);
   const std::vector<float> x = dequantize(DType::Q4_1, block, 32);
   for (int j = 0; j < 32; ++j) EXPECT_EQ(x[j], 0.5f * q[j] - 1.0f) << j;
-  EXPECT_EQ(x[1], 2.5f);    // q = 7: low nibble of byte 1
-  EXPECT_EQ(x[18], 6.0f);   // q = 126 % 16 = 14: high nibble of byte 2
+  EXPECT_EQ(x[1], 2.5f);   // q = 7: low nibble of byte 1
+  EXPECT_EQ(x[18], 6.0f);  // q = 126 % 16 = 14: high nibble of byte 2
 }
 
 TEST(QuantLegacyTest, Q5_0DequantizesAHandBuiltBlock) {
@@ -176,6 +176,23 @@ TEST(QuantLegacyTest, RoundTripErrorIsWithinHalfAStep) {
     // Uniform rounding error: step / sqrt(12), steps of about 4.5 sigma / 15 or / 31.
     EXPECT_LT(std::sqrt(sq_err / sq), t == DType::Q4_1 ? 0.1 : 0.05) << dtype_name(t);
   }
+}
+
+// The encoders write the bytes llama-quantize wrote for the same F32 weights (the shared
+// random-llama-kq models, no importance matrix).
+TEST(QuantLegacyTest, EncodersReproduceLlamaQuantize) {
+  K25_REQUIRE_SHARED();
+  int tensors = 0;
+  int64_t n_blocks = 0;
+  n_blocks = testing::blocks_differing_from_llama_quantize(DType::Q4_1, "q4_1", &tensors);
+  EXPECT_GT(tensors, 0);
+  EXPECT_EQ(n_blocks, 0) << "Q4_1";
+  n_blocks = testing::blocks_differing_from_llama_quantize(DType::Q5_0, "q5_0", &tensors);
+  EXPECT_GT(tensors, 0);
+  EXPECT_EQ(n_blocks, 0) << "Q5_0";
+  n_blocks = testing::blocks_differing_from_llama_quantize(DType::Q5_1, "q5_1", &tensors);
+  EXPECT_GT(tensors, 0);
+  EXPECT_EQ(n_blocks, 0) << "Q5_1";
 }
 
 }  // namespace
