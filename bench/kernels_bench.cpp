@@ -118,6 +118,11 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q4_k, DType::Q4_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_k, DType::Q5_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q3_k, DType::Q3_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q2_k, DType::Q2_K)->Apply(matmul_args);
 // The types of kernels/block_types.h: decode on the TinyLlama shapes, and one prefill.
 void block_type_args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {
