@@ -120,6 +120,29 @@ TEST(QuantLegacyTest, ActivationFormatsAreLlamaCpps) {
   EXPECT_EQ(legacy_block_kernels(DType::Q4_K), nullptr);
 }
 
+// The activations of Q5_0 (Q8_0) and Q4_1/Q5_1 (Q8_1) round as llama.cpp's x86 quantiser does:
+// x * (127 / amax), halves to even (2.5 -> 2, -3.5 -> -4, 0.5 -> 0).
+TEST(QuantLegacyTest, ActivationsRoundHalfToEvenLikeLlamaCpp) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;
+  x[1] = 2.5f;
+  x[2] = -3.5f;
+  x[3] = 0.5f;
+  x[4] = -1.5f;
+  const std::vector<uint8_t> q8_0 = testing::quantize_activations(ActFormat::kQ8_0, x);
+  const std::vector<uint8_t> q8_1 = testing::quantize_activations(ActFormat::kQ8_1, x);
+  const auto* b0 = reinterpret_cast<const BlockQ8_0*>(q8_0.data());
+  const auto* b1 = reinterpret_cast<const BlockQ8_1*>(q8_1.data());
+  const int expected[5] = {127, 2, -4, 0, -2};
+  for (int j = 0; j < 5; ++j) {
+    EXPECT_EQ(b0->qs[j], expected[j]) << j;
+    EXPECT_EQ(b1->qs[j], expected[j]) << j;
+  }
+  EXPECT_EQ(f16_to_f32(b0->d), 1.0f);
+  EXPECT_EQ(f16_to_f32(b1->d), 1.0f);
+  EXPECT_EQ(f16_to_f32(b1->s), 123.0f);  // 127 + 2 - 4 + 0 - 2
+}
+
 TEST(QuantLegacyTest, VecDotMatchesDoubleDotOfDequantisedRows) {
   std::mt19937 rng(11);
   for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
