@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace k25 {
 
@@ -40,13 +41,23 @@ inline __m256i sum_blocks8(const __m256i* p) {
                           _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-// The f16 values at base, base + stride, ..., base + 7 stride, as eight floats.
+// The f16 values at base, base + stride, ..., base + 7 stride, as eight floats (inserted one by
+// one: building them in memory and loading the vector would stall on store forwarding).
 inline __m256 load_halves8(const uint8_t* base, size_t stride) {
-  uint16_t h[8];
-  for (int i = 0; i < 8; ++i) {
-    h[i] = static_cast<uint16_t>(base[i * stride] | (base[i * stride + 1] << 8));
-  }
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+  const auto half_at = [&](int i) {
+    uint16_t h;
+    std::memcpy(&h, base + i * stride, 2);
+    return static_cast<int>(h);
+  };
+  __m128i v = _mm_cvtsi32_si128(half_at(0));
+  v = _mm_insert_epi16(v, half_at(1), 1);
+  v = _mm_insert_epi16(v, half_at(2), 2);
+  v = _mm_insert_epi16(v, half_at(3), 3);
+  v = _mm_insert_epi16(v, half_at(4), 4);
+  v = _mm_insert_epi16(v, half_at(5), 5);
+  v = _mm_insert_epi16(v, half_at(6), 6);
+  v = _mm_insert_epi16(v, half_at(7), 7);
+  return _mm256_cvtph_ps(v);
 }
 
 // 16 bytes of packed nibbles to 32 bytes: the low nibbles (elements 0..15) in the low 128
