@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "kernels/block_types.h"
+#include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "model/gguf.h"
 #include "test_paths.h"
+#include "util/thread_pool.h"
 
 namespace k25::testing {
 
@@ -146,6 +148,46 @@ inline int64_t blocks_differing_from_llama_quantize(DType type, const std::strin
     ++*tensors;
   }
   return differing;
+}
+
+// matmul over a rows x cols weight of `type` gives, for every token in a batch of n_tokens, bitwise
+// the vec_dot of each row with that token's quantised activations (whatever the batch and the
+// number of threads).
+inline void expect_matmul_is_vec_dot(DType type, int64_t rows, int64_t cols, int n_tokens,
+                                     ThreadPool& pool, std::mt19937& rng) {
+  const BlockTypeKernels* k = block_type_kernels(type);
+  ASSERT_NE(k, nullptr);
+  const size_t rb = row_bytes(type, cols);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<uint8_t> row = quantize(type, random_row(cols, rng));
+    std::copy(row.begin(), row.end(), w.begin() + r * rb);
+  }
+  TensorView view;
+  view.name = "test.weight";
+  view.type = type;
+  view.n_dims = 2;
+  view.ne = {cols, rows, 1, 1};
+  view.data = w.data();
+  view.bytes = w.size();
+  std::vector<float> x;
+  for (int t = 0; t < n_tokens; ++t) {
+    const std::vector<float> xt = random_row(cols, rng);
+    x.insert(x.end(), xt.begin(), xt.end());
+  }
+  std::vector<float> y(static_cast<size_t>(n_tokens * rows), NAN);
+  matmul(view, x.data(), n_tokens, y.data(), pool);
+  for (int t = 0; t < n_tokens; ++t) {
+    const std::vector<float> xt(x.begin() + t * cols, x.begin() + (t + 1) * cols);
+    const std::vector<uint8_t> a = quantize_activations(k->act, xt);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float expected = k->vec_dot(w.data() + r * rb, a.data(), cols);
+      ASSERT_EQ(std::memcmp(&y[t * rows + r], &expected, 4), 0)
+          << dtype_name(type) << " rows " << rows << " cols " << cols << " tokens " << n_tokens
+          << " threads " << pool.size() << ": token " << t << " row " << r << ": "
+          << y[t * rows + r] << " vs " << expected;
+    }
+  }
 }
 
 }  // namespace k25::testing

@@ -12,6 +12,7 @@
 #include "kernels/block_types.h"
 #include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
+#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {
@@ -147,6 +148,21 @@ TEST(QuantIq4Test, RoundTripErrorIsSmallAndDeterministic) {
     }
     // Measured 0.06 (IQ4_NL), 0.07 (IQ4_XS); Q4_0 on the same rows is about 0.1.
     EXPECT_LT(std::sqrt(sq_err / sq), 0.08) << dtype_name(t);
+  }
+}
+
+// Through matmul (block_type_matmul): one token and batches, one and three threads, odd row
+// counts.
+TEST(QuantIq4Test, MatmulGivesVecDotForEveryTokenAndRow) {
+  std::mt19937 rng(31);
+  ThreadPool one(1), three(3);
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
+    for (int64_t cols : {256, 2048}) {
+      for (int n_tokens : {1, 5, 19}) {
+        testing::expect_matmul_is_vec_dot(t, 37, cols, n_tokens, one, rng);
+        testing::expect_matmul_is_vec_dot(t, 301, cols, n_tokens, three, rng);
+      }
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/block_types.h"
 #include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
+#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {
@@ -198,6 +199,21 @@ TEST(QuantLegacyTest, RoundTripErrorIsWithinHalfAStep) {
     }
     // Uniform rounding error: step / sqrt(12), steps of about 4.5 sigma / 15 or / 31.
     EXPECT_LT(std::sqrt(sq_err / sq), t == DType::Q4_1 ? 0.1 : 0.05) << dtype_name(t);
+  }
+}
+
+// Through matmul (block_type_matmul): one token and batches, one and three threads, odd row
+// counts.
+TEST(QuantLegacyTest, MatmulGivesVecDotForEveryTokenAndRow) {
+  std::mt19937 rng(31);
+  ThreadPool one(1), three(3);
+  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
+    for (int64_t cols : {32, 800, 2048}) {
+      for (int n_tokens : {1, 5, 19}) {
+        testing::expect_matmul_is_vec_dot(t, 37, cols, n_tokens, one, rng);
+        testing::expect_matmul_is_vec_dot(t, 301, cols, n_tokens, three, rng);
+      }
+    }
   }
 }
 
