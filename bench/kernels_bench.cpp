@@ -124,6 +124,23 @@ BENCHMARK_CAPTURE(BM_Matmul, q5_k, DType::Q5_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q3_k, DType::Q3_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q2_k, DType::Q2_K)->Apply(matmul_args);
+// The types of kernels/block_types.h: decode on the TinyLlama shapes, and one prefill.
+void block_type_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}}) {
+      b->Args({rows, cols, 1, threads});
+    }
+  }
+  b->Args({2048, 2048, 512, 1});
+  b->ArgNames({"rows", "cols", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, q4_1, DType::Q4_1)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_0, DType::Q5_0)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_1, DType::Q5_1)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, iq4_nl, DType::IQ4_NL)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, iq4_xs, DType::IQ4_XS)->Apply(block_type_args);
 BENCHMARK_CAPTURE(BM_Matmul, f16, DType::F16)
     ->Args({2048, 2048, 1, 1})
     ->Args({2048, 2048, 512, 1})
