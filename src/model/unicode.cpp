@@ -84,4 +84,22 @@ bool is_whitespace(uint32_t cp) {
   return in_ranges(kWhitespaceRanges, kWhitespaceRangesCount, cp);
 }
 
+bool is_mark(uint32_t cp) {
+  return cp >= 0x80 && in_ranges(kMarkRanges, kMarkRangesCount, cp);
+}
+
+bool is_punctuation(uint32_t cp) {
+  return in_ranges(kPunctuationRanges, kPunctuationRangesCount, cp);
+}
+
+bool is_upper_or_title(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z';
+  return in_ranges(kUpperTitleRanges, kUpperTitleRangesCount, cp);
+}
+
+bool is_lowercase(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'a' && cp <= 'z';
+  return in_ranges(kLowercaseRanges, kLowercaseRangesCount, cp);
+}
+
 }  // namespace k25::unicode

@@ -18,5 +18,13 @@ extern const CodepointRange kNumberRanges[];  // general category N* (\p{N})
 extern const size_t kNumberRangesCount;
 extern const CodepointRange kWhitespaceRanges[];  // White_Space property (\s)
 extern const size_t kWhitespaceRangesCount;
+extern const CodepointRange kMarkRanges[];  // general category M* (\p{M})
+extern const size_t kMarkRangesCount;
+extern const CodepointRange kPunctuationRanges[];  // general category P* (\p{P})
+extern const size_t kPunctuationRangesCount;
+extern const CodepointRange kUpperTitleRanges[];  // Lu and Lt
+extern const size_t kUpperTitleRangesCount;
+extern const CodepointRange kLowercaseRanges[];  // Ll
+extern const size_t kLowercaseRangesCount;
 
 }  // namespace k25::unicode
