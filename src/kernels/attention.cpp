@@ -17,11 +17,16 @@
 #include <type_traits>
 
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 namespace k25 {
 namespace {
 
 using Half = uint16_t;  // IEEE binary16 bits
+
+inline float round_to_f16(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
 
 // A row of n elements as floats: the row itself, or its widened copy in `buffer`.
 template <typename T>
@@ -48,6 +53,21 @@ void for_each_row(const KvSpan* spans, int n_spans, int first, int stop, bool va
   }
 }
 
+// Softmax of scores[first, n_pos) in place, up to its division: returns the factor the weighted
+// sum of values still needs. With an F16 cache the probabilities are divided and rounded to F16
+// here (factor 1), as llama.cpp's F16-cache attention multiplies F16 probabilities with F16
+// values; its quantised models amplify that rounding, so k25 reproduces it.
+template <typename T>
+float normalise_probabilities(float* scores, int first, int n_pos) {
+  const float inv_sum = 1.0f / exp_minus_max(scores + first, n_pos - first);
+  if constexpr (std::is_same_v<T, float>) {
+    return inv_sum;
+  } else {
+    for (int p = first; p < n_pos; ++p) scores[p] = round_to_f16(scores[p] * inv_sum);
+    return 1.0f;
+  }
+}
+
 // Each query separately: the portable path. `row` is scratch for one widened row.
 template <typename T>
 void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
@@ -56,13 +76,15 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
                   [&](int p, const T* key) {
                     scores[p] = dot_f32(query.q, as_floats(key, head_dim, row), head_dim) * scale;
                   });
-  const float inv_sum = 1.0f / exp_minus_max(scores + query.first, query.n_pos - query.first);
+  const float inv_sum = normalise_probabilities<T>(scores, query.first, query.n_pos);
   std::fill(query.out, query.out + head_dim, 0.0f);
   for_each_row<T>(spans, n_spans, query.first, query.n_pos, true, kv_stride,
                   [&](int p, const T* value) {
                     axpy(query.out, scores[p], as_floats(value, head_dim, row), head_dim);
                   });
-  for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
+  if (inv_sum != 1.0f) {
+    for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
+  }
 }
 
 #if defined(__AVX512F__)
@@ -252,8 +274,8 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
     const int first = i < nq ? queries[i].first : 0;
-    const float sum = exp_minus_max(row + first, n_pos - first);
-    if (i < nq) inv_sum[i] = 1.0f / sum;
+    const float factor = normalise_probabilities<T>(row, first, n_pos);
+    if (i < nq) inv_sum[i] = factor;
     // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged).
     std::fill(row, row + first, 0.0f);
     std::fill(row + n_pos, row + limit[b], 0.0f);
@@ -304,7 +326,18 @@ void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* 
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores,
                     KvDtype dtype) {
   if (dtype == KvDtype::kF16) {
-    attend<Half>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+    // The queries rounded to F16 too, as llama.cpp's F16 products with the cached keys take them.
+    thread_local std::vector<float> rounded;
+    thread_local std::vector<AttentionQuery> rounded_queries;
+    rounded.resize(static_cast<size_t>(n_queries) * head_dim);
+    rounded_queries.assign(queries, queries + n_queries);
+    for (int i = 0; i < n_queries; ++i) {
+      float* q = rounded.data() + static_cast<size_t>(i) * head_dim;
+      for (int d = 0; d < head_dim; ++d) q[d] = round_to_f16(queries[i].q[d]);
+      rounded_queries[i].q = q;
+    }
+    attend<Half>(rounded_queries.data(), n_queries, spans, n_spans, kv_stride, head_dim, scale,
+                 scores);
   } else {
     attend<float>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
   }
