@@ -181,11 +181,22 @@ const nlohmann::json kGemma3Config = {{"model_type", "gemma3_text"},
                                       {"max_position_embeddings", 8192},
                                       {"vocab_size", 512}};
 
+// Newer transformers configs list each layer's kind instead of a pattern.
+nlohmann::json gemma3_with_layer_types() {
+  nlohmann::json c = kGemma3Config;
+  c.erase("sliding_window_pattern");
+  c["layer_types"] = {"sliding_attention", "full_attention"};
+  return c;
+}
+
 INSTANTIATE_TEST_SUITE_P(Architectures, HfEquivalenceArch,
                          ::testing::Values(HfCopyCase{"random-qwen3.gguf", kQwen3Config},
-                                           HfCopyCase{"random-gemma3.gguf", kGemma3Config}),
+                                           HfCopyCase{"random-gemma3.gguf", kGemma3Config},
+                                           HfCopyCase{"random-gemma3.gguf",
+                                                      gemma3_with_layer_types()}),
                          [](const ::testing::TestParamInfo<HfCopyCase>& info) {
-                           return info.param.config["model_type"].get<std::string>();
+                           return info.param.config["model_type"].get<std::string>() +
+                                  (info.param.config.contains("layer_types") ? "_layer_types" : "");
                          });
 
 }  // namespace
