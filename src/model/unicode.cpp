@@ -5,7 +5,6 @@
 #include "model/unicode_tables.h"
 
 namespace k25::unicode {
-namespace {
 
 bool in_ranges(const CodepointRange* table, size_t count, uint32_t cp) {
   const CodepointRange* end = table + count;
@@ -14,8 +13,6 @@ bool in_ranges(const CodepointRange* table, size_t count, uint32_t cp) {
       table, end, cp, [](const CodepointRange& r, uint32_t c) { return r.last < c; });
   return it != end && it->first <= cp;
 }
-
-}  // namespace
 
 Utf8Step decode_utf8(std::string_view s, size_t pos) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(s[i]); };

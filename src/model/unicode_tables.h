@@ -12,6 +12,9 @@ struct CodepointRange {
   uint32_t last;  // inclusive
 };
 
+// Whether cp lies in one of the `count` sorted ranges of `table`.
+bool in_ranges(const CodepointRange* table, size_t count, uint32_t cp);
+
 extern const CodepointRange kLetterRanges[];  // general category L* (\p{L})
 extern const size_t kLetterRangesCount;
 extern const CodepointRange kNumberRanges[];  // general category N* (\p{N})
