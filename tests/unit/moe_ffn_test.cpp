@@ -1,0 +1,219 @@
+#include "model/moe_ffn.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "random_weights.h"
+#include "util/error.h"
+
+namespace k25 {
+namespace {
+
+using testing::make_weights;
+using testing::Weights;
+
+TEST(MoeRouting, SoftmaxTopKRenormalised) {
+  // Token 0: probabilities 0.1, 0.2, 0.3, 0.4: top 2 are experts 3 and 2, weights 4/7 and 3/7.
+  // Token 1: experts 1 and 3 tie for first: the lower id ranks first; both get 1/2.
+  const std::vector<float> logits = {std::log(1.0f), std::log(2.0f), std::log(3.0f), std::log(4.0f),
+                                     1.0f,           3.0f,           2.0f,           3.0f};
+  std::vector<ExpertChoice> c(4);
+  route_top_k(logits.data(), 2, 4, 2, c.data());
+  EXPECT_EQ(c[0].expert, 3);
+  EXPECT_EQ(c[1].expert, 2);
+  EXPECT_NEAR(c[0].weight, 4.0f / 7.0f, 1e-6f);
+  EXPECT_NEAR(c[1].weight, 3.0f / 7.0f, 1e-6f);
+  EXPECT_EQ(c[2].expert, 1);
+  EXPECT_EQ(c[3].expert, 3);
+  EXPECT_FLOAT_EQ(c[2].weight, 0.5f);
+  EXPECT_FLOAT_EQ(c[3].weight, 0.5f);
+}
+
+TEST(MoeRouting, OneExpertGetsWeightOneAndAllExpertsKeepTheSoftmax) {
+  const std::vector<float> logits = {0.5f, -1.0f, 2.0f};
+  std::vector<ExpertChoice> one(1), all(3);
+  route_top_k(logits.data(), 1, 3, 1, one.data());
+  EXPECT_EQ(one[0].expert, 2);
+  EXPECT_EQ(one[0].weight, 1.0f);
+  route_top_k(logits.data(), 1, 3, 3, all.data());
+  const double sum = std::exp(0.5) + std::exp(-1.0) + std::exp(2.0);
+  EXPECT_EQ(all[0].expert, 2);
+  EXPECT_EQ(all[1].expert, 0);
+  EXPECT_EQ(all[2].expert, 1);
+  EXPECT_NEAR(all[0].weight, std::exp(2.0) / sum, 1e-6);
+  EXPECT_NEAR(all[1].weight, std::exp(0.5) / sum, 1e-6);
+  EXPECT_NEAR(all[2].weight, std::exp(-1.0) / sum, 1e-6);
+}
+
+TEST(MoeRouting, RejectsMoreExpertsPerTokenThanExperts) {
+  const std::vector<float> logits(4, 0.0f);
+  std::vector<ExpertChoice> c(5);
+  EXPECT_THROW(route_top_k(logits.data(), 1, 4, 5, c.data()), Error);
+  EXPECT_THROW(route_top_k(logits.data(), 1, 4, 0, c.data()), Error);
+}
+
+// Random experts as the GGUF files store them: 3-D tensors with the expert in ne2.
+struct RandomMoe {
+  int dim, ffn, n_experts;
+  Weights router, gate, up, down;  // gate/up/down hold all experts' rows
+  MoeWeights w;
+};
+
+Weights expert_tensor(DType type, int rows, int cols, int n_experts, std::mt19937& rng) {
+  Weights t = make_weights(type, int64_t{rows} * n_experts, cols, rng);
+  t.view.n_dims = 3;
+  t.view.ne = {cols, rows, n_experts, 1};
+  return t;
+}
+
+RandomMoe make_moe(DType type, int dim, int ffn, int n_experts, uint32_t seed) {
+  std::mt19937 rng(seed);
+  RandomMoe m{dim,
+              ffn,
+              n_experts,
+              make_weights(DType::F32, n_experts, dim, rng),
+              expert_tensor(type, ffn, dim, n_experts, rng),
+              expert_tensor(type, ffn, dim, n_experts, rng),
+              expert_tensor(type, dim, ffn, n_experts, rng),
+              {}};
+  m.w.router = m.router.view;
+  for (int e = 0; e < n_experts; ++e) {
+    m.w.gate.push_back(expert_matrix(m.gate.view, e));
+    m.w.up.push_back(expert_matrix(m.up.view, e));
+    m.w.down.push_back(expert_matrix(m.down.view, e));
+  }
+  return m;
+}
+
+std::vector<float> random_rows(int n_tokens, int dim, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 0.3f);
+  std::vector<float> x(static_cast<size_t>(n_tokens) * dim);
+  for (float& v : x) v = g(rng);
+  return x;
+}
+
+// What a matmul over quantised weights multiplies: the activations after a Q8_0 round trip.
+std::vector<float> as_multiplied(DType weight_type, std::vector<float> v) {
+  if (weight_type != DType::Q8_0) return v;
+  std::vector<uint8_t> q(row_bytes(DType::Q8_0, static_cast<int64_t>(v.size())));
+  quantize_row(DType::Q8_0, v.data(), q.data(), static_cast<int64_t>(v.size()));
+  dequantize_row(DType::Q8_0, q.data(), v.data(), static_cast<int64_t>(v.size()));
+  return v;
+}
+
+// The block token by token in double over the dequantised weights: softmax, top k by sorting,
+// each chosen expert's SwiGLU, weighted sum.
+std::vector<double> naive_moe(const RandomMoe& m, int k, const float* x_in) {
+  const int E = m.n_experts, dim = m.dim, ffn = m.ffn;
+  const DType type = m.gate.view.type;
+  const std::vector<float> x = as_multiplied(type, std::vector<float>(x_in, x_in + dim));
+  std::vector<double> p(E);
+  double sum = 0.0;
+  for (int e = 0; e < E; ++e) {
+    double l = 0.0;
+    for (int c = 0; c < dim; ++c) l += double{m.router.dequantised[e * dim + c]} * x_in[c];
+    p[e] = std::exp(l);
+    sum += p[e];
+  }
+  std::vector<int> order(E);
+  for (int e = 0; e < E; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  double chosen = 0.0;
+  for (int r = 0; r < k; ++r) chosen += p[order[r]] / sum;
+  std::vector<double> out(dim, 0.0);
+  std::vector<float> h(ffn);
+  for (int r = 0; r < k; ++r) {
+    const int e = order[r];
+    const float* g = m.gate.dequantised.data() + static_cast<size_t>(e) * ffn * dim;
+    const float* u = m.up.dequantised.data() + static_cast<size_t>(e) * ffn * dim;
+    const float* d = m.down.dequantised.data() + static_cast<size_t>(e) * dim * ffn;
+    for (int j = 0; j < ffn; ++j) {
+      double gs = 0.0, us = 0.0;
+      for (int c = 0; c < dim; ++c) {
+        gs += double{g[j * dim + c]} * x[c];
+        us += double{u[j * dim + c]} * x[c];
+      }
+      h[j] = static_cast<float>(gs / (1.0 + std::exp(-gs)) * us);
+    }
+    h = as_multiplied(type, h);
+    const double weight = p[e] / sum / chosen;
+    for (int i = 0; i < dim; ++i) {
+      double y = 0.0;
+      for (int j = 0; j < ffn; ++j) y += double{d[i * ffn + j]} * h[j];
+      out[i] += weight * y;
+    }
+  }
+  return out;
+}
+
+TEST(MoeFfn, ExpertMatrixIsTheExpertsRows) {
+  std::mt19937 rng(1);
+  const Weights t = expert_tensor(DType::Q8_0, 3, 64, 4, rng);
+  const TensorView m = expert_matrix(t.view, 2);
+  EXPECT_EQ(m.row_length(), 64);
+  EXPECT_EQ(m.n_rows(), 3);
+  EXPECT_EQ(m.bytes, 3 * row_bytes(DType::Q8_0, 64));
+  EXPECT_EQ(m.data, t.bytes.data() + 6 * row_bytes(DType::Q8_0, 64));
+}
+
+// Batches of 1 (decode), a few and many tokens, on one thread and on three (where both the
+// per-expert and the split-matmul schedules occur), against the per-token loop in double.
+TEST(MoeFfn, BatchedExpertsEqualPerTokenLoop) {
+  ThreadPool one(1), three(3);
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    const RandomMoe m = make_moe(type, 64, 96, 8, 7);
+    for (int k : {1, 2, 3}) {
+      for (int n : {1, 2, 7, 33}) {
+        const std::vector<float> x = random_rows(n, m.dim, 100 + n);
+        for (ThreadPool* pool : {&one, &three}) {
+          MoeFfn moe;
+          std::vector<float> out(x.size(), NAN);
+          moe.forward(m.w, k, x.data(), n, out.data(), *pool);
+          for (int t = 0; t < n; ++t) {
+            const std::vector<double> ref = naive_moe(m, k, x.data() + t * m.dim);
+            double mag = 0.0;
+            for (double v : ref) mag = std::max(mag, std::fabs(v));
+            // With Q8_0, an activation next to a rounding boundary may round the other way.
+            const double tol = (type == DType::Q8_0 ? 1e-3 : 1e-4) * mag;
+            for (int i = 0; i < m.dim; ++i) {
+              ASSERT_NEAR(out[t * m.dim + i], ref[i], tol)
+                  << dtype_name(type) << " k " << k << " batch " << n << " threads " << pool->size()
+                  << " token " << t << " element " << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A token's output is bitwise the same alone (decode) and inside a batch of 7 where its
+// experts see several rows, on either schedule; out may be the input buffer.
+TEST(MoeFfn, TokenResultDoesNotDependOnTheBatch) {
+  ThreadPool one(1), two(2);
+  for (DType type : {DType::F32, DType::F16}) {
+    const RandomMoe m = make_moe(type, 64, 96, 4, 11);
+    const std::vector<float> x = random_rows(7, m.dim, 5);
+    for (ThreadPool* pool : {&one, &two}) {
+      MoeFfn moe;
+      std::vector<float> batch(x);
+      moe.forward(m.w, 2, batch.data(), 7, batch.data(), *pool);
+      for (int t = 0; t < 7; ++t) {
+        std::vector<float> alone(x.begin() + t * m.dim, x.begin() + (t + 1) * m.dim);
+        moe.forward(m.w, 2, alone.data(), 1, alone.data(), *pool);
+        for (int i = 0; i < m.dim; ++i) {
+          ASSERT_EQ(alone[i], batch[t * m.dim + i])
+              << dtype_name(type) << " threads " << pool->size() << " token " << t << " element "
+              << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace k25
