@@ -113,7 +113,10 @@ void MoeFfn::forward(const MoeWeights& w, int k, const float* x, int n_tokens, f
   // expert, and each thread streams whole expert matrices. That balances only while no expert
   // has more than a thread's share of the rows; otherwise each matmul is split over the threads.
   const int n_threads = pool.size();
-  if (n_threads > 1 && int64_t{max_rows} * n_threads <= n_choices) {
+  const bool per_thread = schedule_ == MoeSchedule::kAuto
+                              ? n_threads > 1 && int64_t{max_rows} * n_threads <= n_choices
+                              : schedule_ == MoeSchedule::kExpertPerThread;
+  if (per_thread) {
     std::atomic<size_t> next{0};
     pool.run([&](int) {
       thread_local ThreadPool inline_pool(1);

@@ -35,6 +35,10 @@ struct ExpertChoice {
 void route_top_k(const float* router_logits, int n_tokens, int n_experts, int k,
                  ExpertChoice* choices);
 
+// How the experts' matmuls share the threads. kAuto picks per call (see moe_ffn.cpp); the others
+// exist for the tests and the benchmark, which compare them.
+enum class MoeSchedule { kAuto, kExpertPerThread, kSplitMatmuls };
+
 // The MoE block over a batch, with its scratch buffers (reused across calls; not reentrant).
 // The tokens routed to an expert are gathered into one block, so each expert's weights are read
 // once per call for all of them. A token's output is the sum over its choices in rank order, so
@@ -46,6 +50,7 @@ class MoeFfn {
   // for x and out of n_tokens rows of dim.
   void forward(const MoeWeights& w, int k, const float* x, int n_tokens, float* out,
                ThreadPool& pool);
+  void set_schedule(MoeSchedule schedule) { schedule_ = schedule; }
 
  private:
   void run_expert(const MoeWeights& w, int e, ThreadPool& pool);
@@ -53,6 +58,7 @@ class MoeFfn {
   std::vector<float> logits_, rows_in_, gate_, up_, rows_out_;
   std::vector<ExpertChoice> choices_;
   std::vector<int> expert_begin_, choice_row_;
+  MoeSchedule schedule_ = MoeSchedule::kAuto;
 };
 
 }  // namespace k25

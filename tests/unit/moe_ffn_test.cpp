@@ -160,8 +160,8 @@ TEST(MoeFfn, ExpertMatrixIsTheExpertsRows) {
   EXPECT_EQ(m.data, t.bytes.data() + 6 * row_bytes(DType::Q8_0, 64));
 }
 
-// Batches of 1 (decode), a few and many tokens, on one thread and on three (where both the
-// per-expert and the split-matmul schedules occur), against the per-token loop in double.
+// Batches of 1 (decode), a few and many tokens, on one thread and on three with each schedule,
+// against the per-token loop in double.
 TEST(MoeFfn, BatchedExpertsEqualPerTokenLoop) {
   ThreadPool one(1), three(3);
   for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
@@ -169,8 +169,12 @@ TEST(MoeFfn, BatchedExpertsEqualPerTokenLoop) {
     for (int k : {1, 2, 3}) {
       for (int n : {1, 2, 7, 33}) {
         const std::vector<float> x = random_rows(n, m.dim, 100 + n);
-        for (ThreadPool* pool : {&one, &three}) {
+        for (auto [pool, schedule] : {std::pair{&one, MoeSchedule::kAuto},
+                                      {&three, MoeSchedule::kAuto},
+                                      {&three, MoeSchedule::kExpertPerThread},
+                                      {&three, MoeSchedule::kSplitMatmuls}}) {
           MoeFfn moe;
+          moe.set_schedule(schedule);
           std::vector<float> out(x.size(), NAN);
           moe.forward(m.w, k, x.data(), n, out.data(), *pool);
           for (int t = 0; t < n; ++t) {
@@ -192,23 +196,29 @@ TEST(MoeFfn, BatchedExpertsEqualPerTokenLoop) {
 }
 
 // A token's output is bitwise the same alone (decode) and inside a batch of 7 where its
-// experts see several rows, on either schedule; out may be the input buffer.
+// experts see several rows, whichever schedule runs; out may be the input buffer.
 TEST(MoeFfn, TokenResultDoesNotDependOnTheBatch) {
   ThreadPool one(1), two(2);
   for (DType type : {DType::F32, DType::F16}) {
     const RandomMoe m = make_moe(type, 64, 96, 4, 11);
     const std::vector<float> x = random_rows(7, m.dim, 5);
-    for (ThreadPool* pool : {&one, &two}) {
+    std::vector<float> reference;  // the first configuration's batch
+    for (auto [pool, schedule] : {std::pair{&one, MoeSchedule::kAuto},
+                                  {&two, MoeSchedule::kExpertPerThread},
+                                  {&two, MoeSchedule::kSplitMatmuls}}) {
       MoeFfn moe;
+      moe.set_schedule(schedule);
       std::vector<float> batch(x);
       moe.forward(m.w, 2, batch.data(), 7, batch.data(), *pool);
+      if (reference.empty()) reference = batch;
       for (int t = 0; t < 7; ++t) {
         std::vector<float> alone(x.begin() + t * m.dim, x.begin() + (t + 1) * m.dim);
         moe.forward(m.w, 2, alone.data(), 1, alone.data(), *pool);
         for (int i = 0; i < m.dim; ++i) {
-          ASSERT_EQ(alone[i], batch[t * m.dim + i])
-              << dtype_name(type) << " threads " << pool->size() << " token " << t << " element "
-              << i;
+          ASSERT_EQ(alone[i], reference[t * m.dim + i])
+              << dtype_name(type) << " threads " << pool->size() << " schedule "
+              << static_cast<int>(schedule) << " token " << t << " element " << i;
+          ASSERT_EQ(batch[t * m.dim + i], reference[t * m.dim + i]);
         }
       }
     }
