@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "model/gguf.h"
+#include "model/gguf_moe_loader.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -53,6 +54,7 @@ LoadedModel load_gguf_model(const std::string& path) {
   m.keep_alive = file;
   ModelConfig& c = m.config;
   c = read_config(*file);
+  const std::string arch = file->get_string("general.architecture");
   const int q_dim = c.n_heads * c.head_dim;
 
   const TensorView* embd = file->tensor("token_embd.weight");
@@ -78,9 +80,13 @@ LoadedModel load_gguf_model(const std::string& path) {
     L.wk = expect_matrix(t("attn_k.weight"), b + "attn_k.weight", c.dim, c.kv_dim());
     L.wv = expect_matrix(t("attn_v.weight"), b + "attn_v.weight", c.dim, c.kv_dim());
     L.wo = expect_matrix(t("attn_output.weight"), b + "attn_output.weight", q_dim, c.dim);
-    L.w_gate = expect_matrix(t("ffn_gate.weight"), b + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = expect_matrix(t("ffn_up.weight"), b + "ffn_up.weight", c.dim, c.ffn_dim);
-    L.w_down = expect_matrix(t("ffn_down.weight"), b + "ffn_down.weight", c.ffn_dim, c.dim);
+    if (c.n_experts > 0) {
+      L.moe = load_gguf_moe_layer(*file, b, arch, c);
+    } else {
+      L.w_gate = expect_matrix(t("ffn_gate.weight"), b + "ffn_gate.weight", c.dim, c.ffn_dim);
+      L.w_up = expect_matrix(t("ffn_up.weight"), b + "ffn_up.weight", c.dim, c.ffn_dim);
+      L.w_down = expect_matrix(t("ffn_down.weight"), b + "ffn_down.weight", c.ffn_dim, c.dim);
+    }
     if (c.qkv_bias) {
       L.bq = load_vector(t("attn_q.bias"), b + "attn_q.bias", q_dim);
       L.bk = load_vector(t("attn_k.bias"), b + "attn_k.bias", c.kv_dim());

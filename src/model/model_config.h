@@ -27,6 +27,10 @@ struct ModelConfig {
   bool rope_neox = false;
   bool qkv_bias = false;
   bool tied_output = false;
+  // Mixture of experts (n_experts = 0: every layer has the dense FFN of ffn_dim).
+  int n_experts = 0;
+  int n_experts_used = 0;  // per token
+  int expert_ffn_dim = 0;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
 };

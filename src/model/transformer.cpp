@@ -238,15 +238,19 @@ void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const size_t dim = c.dim, ffn = c.ffn_dim;
-  gate_.resize(n * ffn);
-  up_.resize(n * ffn);
   for (int t = 0; t < n; ++t) {
     rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.ffn_norm.data(), c.dim, c.rms_eps);
   }
-  matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
-  matmul(L.w_up, xn_.data(), n, up_.data(), pool);
-  silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
-  matmul(L.w_down, gate_.data(), n, xn_.data(), pool);
+  if (!L.moe.empty()) {
+    moe_ffn_.forward(L.moe, c.n_experts_used, xn_.data(), n, xn_.data(), pool);
+  } else {
+    gate_.resize(n * ffn);
+    up_.resize(n * ffn);
+    matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
+    matmul(L.w_up, xn_.data(), n, up_.data(), pool);
+    silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
+    matmul(L.w_down, gate_.data(), n, xn_.data(), pool);
+  }
   for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
 }
 

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/moe_ffn.h"
 #include "model/weights.h"
 
 namespace k25 {
@@ -32,6 +33,7 @@ class Transformer final : public Model {
   // Activations, reused across calls (forward is not reentrant).
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, hidden_out_;
   std::vector<std::vector<float>> scores_;  // per thread
+  MoeFfn moe_ffn_;
 };
 
 }  // namespace k25

@@ -7,6 +7,7 @@
 
 #include "kernels/repack.h"
 #include "model/model_config.h"
+#include "model/moe_ffn.h"
 #include "model/tensor.h"
 #include "model/tokenizer.h"
 
@@ -14,9 +15,10 @@ namespace k25 {
 
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
-  std::vector<float> bq, bk, bv;  // empty without QKV bias
-  TensorView wq, wk, wv, wo;      // [rows = output dim][cols = input dim]
-  TensorView w_gate, w_up, w_down;
+  std::vector<float> bq, bk, bv;    // empty without QKV bias
+  TensorView wq, wk, wv, wo;        // [rows = output dim][cols = input dim]
+  TensorView w_gate, w_up, w_down;  // the dense FFN, when moe is empty
+  MoeWeights moe;
 };
 
 struct ModelWeights {

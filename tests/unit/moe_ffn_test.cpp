@@ -1,18 +1,25 @@
 #include "model/moe_ffn.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <filesystem>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "model/gguf.h"
+#include "model/weights.h"
 #include "random_weights.h"
+#include "test_paths.h"
 #include "util/error.h"
 
 namespace k25 {
 namespace {
 
 using testing::make_weights;
+using testing::shared_path;
 using testing::Weights;
 
 TEST(MoeRouting, SoftmaxTopKRenormalised) {
@@ -223,6 +230,117 @@ TEST(MoeFfn, TokenResultDoesNotDependOnTheBatch) {
       }
     }
   }
+}
+
+// random-qwen3moe.gguf rewritten with a metadata key set or dropped, a tensor dropped, or an
+// expert tensor cut to its first experts; returns the error line of loading it ("" if it loads).
+struct Edit {
+  std::string key;
+  int64_t value = 0;
+  std::string dropped_key, dropped_tensor, cut_tensor;
+  int64_t cut_to_experts = 0;
+};
+Edit set_key(std::string key, int64_t value) {
+  Edit e;
+  e.key = std::move(key);
+  e.value = value;
+  return e;
+}
+Edit drop_key(std::string key) {
+  Edit e;
+  e.dropped_key = std::move(key);
+  return e;
+}
+Edit drop_tensor(std::string name) {
+  Edit e;
+  e.dropped_tensor = std::move(name);
+  return e;
+}
+Edit cut_experts(std::string name, int64_t n_experts) {
+  Edit e;
+  e.cut_tensor = std::move(name);
+  e.cut_to_experts = n_experts;
+  return e;
+}
+
+std::string load_error(const Edit& edit) {
+  const auto f = GgufFile::open(shared_path("models/random-qwen3moe.gguf"));
+  GgufWriter w;
+  for (const auto& [key, value] : f->metadata()) {
+    if (key == edit.dropped_key) continue;
+    if (key == edit.key) {
+      w.set_u32(key, static_cast<uint32_t>(edit.value));
+    } else {
+      w.set(key, value);
+    }
+  }
+  for (const TensorView& t : f->tensors()) {
+    if (t.name == edit.dropped_tensor) continue;
+    std::vector<int64_t> ne(t.ne.begin(), t.ne.begin() + t.n_dims);
+    size_t bytes = t.bytes;
+    if (t.name == edit.cut_tensor) {
+      bytes = bytes / static_cast<size_t>(ne[2]) * static_cast<size_t>(edit.cut_to_experts);
+      ne[2] = edit.cut_to_experts;
+    }
+    w.add_tensor(t.name, t.type, ne, t.data, bytes);
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("k25_moe_" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  w.write(path);
+  std::string message;
+  try {
+    load_gguf_model(path);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::filesystem::remove(path);
+  return message;
+}
+
+TEST(MoeLoader, ReadsTheExpertConfig) {
+  K25_REQUIRE_SHARED();
+  const LoadedModel m = load_gguf_model(shared_path("models/random-qwen3moe.gguf"));
+  EXPECT_EQ(m.config.n_experts, 8);
+  EXPECT_EQ(m.config.n_experts_used, 2);
+  EXPECT_EQ(m.config.expert_ffn_dim, 64);
+  ASSERT_EQ(m.weights.layers.size(), 2u);
+  for (const LayerWeights& L : m.weights.layers) {
+    ASSERT_EQ(L.moe.n_experts(), 8);
+    EXPECT_EQ(L.moe.router.n_rows(), 8);
+    EXPECT_EQ(L.moe.gate[7].n_rows(), 64);
+    EXPECT_EQ(L.moe.down[7].n_rows(), 128);
+    EXPECT_TRUE(L.w_gate.empty());
+  }
+}
+
+TEST(MoeLoader, ExpertCountDisagreeingWithTheTensorsIsOneClearError) {
+  K25_REQUIRE_SHARED();
+  const std::string metadata = load_error(set_key("qwen3moe.expert_count", 7));
+  EXPECT_NE(metadata.find("'blk.0.ffn_gate_inp.weight' has 8 experts"), std::string::npos)
+      << metadata;
+  EXPECT_NE(metadata.find("qwen3moe.expert_count is 7"), std::string::npos) << metadata;
+  const std::string tensor = load_error(cut_experts("blk.1.ffn_up_exps.weight", 7));
+  EXPECT_NE(tensor.find("'blk.1.ffn_up_exps.weight' has 7 experts (ne2)"), std::string::npos)
+      << tensor;
+  EXPECT_NE(tensor.find("qwen3moe.expert_count is 8"), std::string::npos) << tensor;
+  EXPECT_EQ(tensor.find('\n'), std::string::npos);
+}
+
+TEST(MoeLoader, MoreExpertsPerTokenThanExpertsIsAnError) {
+  K25_REQUIRE_SHARED();
+  const std::string e = load_error(set_key("qwen3moe.expert_used_count", 9));
+  EXPECT_NE(e.find("inconsistent mixture of experts"), std::string::npos) << e;
+  EXPECT_NE(e.find("expert_used_count 9"), std::string::npos) << e;
+}
+
+TEST(MoeLoader, MissingRouterOrKeyIsNamed) {
+  K25_REQUIRE_SHARED();
+  EXPECT_EQ(load_error(Edit()), "");  // the rewrite itself loads
+  const std::string router = load_error(drop_tensor("blk.1.ffn_gate_inp.weight"));
+  EXPECT_NE(router.find("missing tensor 'blk.1.ffn_gate_inp.weight'"), std::string::npos) << router;
+  const std::string key = load_error(drop_key("qwen3moe.expert_feed_forward_length"));
+  EXPECT_NE(key.find("qwen3moe.expert_feed_forward_length"), std::string::npos) << key;
 }
 
 }  // namespace
