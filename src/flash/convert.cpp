@@ -27,10 +27,6 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-const char* arch_name(Arch a) {
-  return a == Arch::Qwen2 ? "qwen2" : "llama";
-}
-
 json model_config_json(const ModelConfig& c) {
   return {{"architecture", arch_name(c.arch)},
           {"name", c.name},

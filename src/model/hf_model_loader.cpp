@@ -64,6 +64,9 @@ ModelConfig read_config(const json& cfg, const std::string& path) {
   c.rms_eps = cfg.value("rms_norm_eps", 1e-5f);
   c.rope_neox = c.arch == Arch::Qwen2;  // as in GGUF; Llama Q/K rows are reordered at load
   c.tied_output = cfg.value("tie_word_embeddings", false);
+  RopeSpec rope;
+  rope.base = c.rope_theta;
+  c.layers.assign(c.n_layers, LayerSpec{0, rope});
   return c;
 }
 

@@ -70,10 +70,6 @@ std::vector<MkTensor> tensor_list(const ModelConfig& c) {
   return list;
 }
 
-const char* arch_name(Arch arch) {
-  return arch == Arch::Qwen2 ? "qwen2" : "llama";
-}
-
 // llama.cpp's LLAMA_FTYPE values.
 uint32_t file_type(DType dtype) {
   switch (dtype) {

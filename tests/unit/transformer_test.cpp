@@ -75,6 +75,32 @@ TEST(Transformer, SequencesInOneBatchDoNotInterfere) {
   EXPECT_LT(max_abs_diff(std::vector<float>(both.begin() + n_vocab, both.end()), lb), 1e-3);
 }
 
+// Gemma 3's sliding-window layer (window 32) with prompts longer than the window and than one
+// attention task: the window start must follow each token, whatever else shares its batch.
+TEST(Transformer, SlidingWindowLogitsDoNotDependOnTheBatch) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/random-gemma3.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += "Lily and Ben went to the park. ";
+  const std::vector<TokenId> ids = model->tokenizer().encode(text, true, false);
+  ASSERT_GT(ids.size(), 80u);
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+  std::vector<float> batched(ids.size() * n_vocab);
+  auto kv = model->make_kv_cache();
+  model->forward(batch, *kv, batched.data(), pool);
+
+  std::vector<float> single(ids.size() * n_vocab);
+  auto kv2 = model->make_kv_cache();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
+                   pool);
+  }
+  EXPECT_LT(max_abs_diff(batched, single), 1e-3);
+}
+
 TEST(Transformer, RejectsTokensAndPositionsOutOfRange) {
   K25_REQUIRE_SHARED();
   auto model = Model::load(shared_path("models/stories260K.gguf"));
