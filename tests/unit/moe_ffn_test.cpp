@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/gguf.h"
+#include "model/model.h"
 #include "model/weights.h"
 #include "random_weights.h"
 #include "test_paths.h"
@@ -341,6 +342,35 @@ TEST(MoeLoader, MissingRouterOrKeyIsNamed) {
   EXPECT_NE(router.find("missing tensor 'blk.1.ffn_gate_inp.weight'"), std::string::npos) << router;
   const std::string key = load_error(drop_key("qwen3moe.expert_feed_forward_length"));
   EXPECT_NE(key.find("qwen3moe.expert_feed_forward_length"), std::string::npos) << key;
+}
+
+// The whole model: a prompt's logits alone and with another sequence's tokens interleaved in the
+// same batch (so each expert's rows come from both) are bitwise equal (F16 experts).
+TEST(MoeModel, SequenceLogitsDoNotDependOnTheBatch) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/random-qwen3moe.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  const auto a = model->tokenizer().encode("Hello world, this is a test", true, false);
+  const auto b = model->tokenizer().encode("def f(x): return x * 2  # twice", true, false);
+  const auto alone = [&](const std::vector<TokenId>& ids) {
+    auto kv = model->make_kv_cache();
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+    std::vector<float> logits(ids.size() * n_vocab);
+    model->forward(batch, *kv, logits.data(), pool);
+    return logits;
+  };
+  const std::vector<float> la = alone(a);
+  auto kv = model->make_kv_cache();
+  std::vector<BatchToken> mixed;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    if (i < a.size()) mixed.push_back({a[i], static_cast<int>(i), 0, true});
+    if (i < b.size()) mixed.push_back({b[i], static_cast<int>(i), 1, false});
+  }
+  std::vector<float> both(a.size() * n_vocab);
+  model->forward(mixed, *kv, both.data(), pool);
+  for (size_t i = 0; i < la.size(); ++i) ASSERT_EQ(both[i], la[i]) << "logit " << i;
 }
 
 }  // namespace
