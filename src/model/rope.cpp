@@ -52,6 +52,30 @@ void Rope::cos_sin(int pos, float* out) const {
   }
 }
 
+std::vector<float> llama3_rope_factors(float base, int rope_dim, float factor,
+                                       float low_freq_factor, float high_freq_factor,
+                                       int orig_context) {
+  const float context = static_cast<float>(orig_context);
+  const float low_freq_wavelen = context / low_freq_factor;
+  const float high_freq_wavelen = context / high_freq_factor;
+  std::vector<float> factors;
+  for (int i = 0; i < rope_dim / 2; ++i) {
+    const float freq =
+        1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(rope_dim));
+    const float wavelen = 2.0f * std::numbers::pi_v<float> / freq;
+    if (wavelen < high_freq_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_freq_wavelen) {
+      factors.push_back(factor);
+    } else {
+      const float smooth =
+          (context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      factors.push_back(1.0f / ((1.0f - smooth) / factor + smooth));
+    }
+  }
+  return factors;
+}
+
 void apply_rope(float* heads, int n_heads, int head_dim, int rope_dim, bool neox,
                 const float* cos_sin) {
   const int half = rope_dim / 2;

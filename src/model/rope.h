@@ -26,6 +26,14 @@ class Rope {
   std::vector<float> ramp_;  // YaRN: per pair, the weight of the unscaled angle
 };
 
+// Llama 3's per-pair frequency divisors (Hugging Face rope_type "llama3"), computed in float as
+// llama.cpp's converter writes them into rope_freqs: 1 for pairs whose wavelength is below
+// orig_context / high_freq_factor, `factor` above orig_context / low_freq_factor, a smooth blend
+// between.
+std::vector<float> llama3_rope_factors(float base, int rope_dim, float factor,
+                                       float low_freq_factor, float high_freq_factor,
+                                       int orig_context);
+
 // Rotates the first rope_dim elements of each of n_heads heads (head_dim floats apart) by the
 // angles of `cos_sin`: adjacent pairs (x[2i], x[2i+1]), or with `neox` the halves (x[i],
 // x[i + rope_dim / 2]).

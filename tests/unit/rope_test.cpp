@@ -11,6 +11,7 @@
 #include <set>
 
 #include "model/gguf.h"
+#include "model/hf_rope_scaling.h"
 #include "model/weights.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -181,6 +182,58 @@ TEST(GgufRope, ReadsYarnLinearAndLlama3Scaling) {
   EXPECT_EQ(llama3.freq_factors[0], 1.0f);
   EXPECT_NEAR(llama3.freq_factors[15], 1.5534146f, 1e-6);
   EXPECT_EQ(llama3.freq_factors[31], 8.0f);
+}
+
+// Hugging Face's llama3 rope_scaling gives the factors llama.cpp's converter stored in the GGUF.
+TEST(HfRope, Llama3ScalingGivesTheGgufFactors) {
+  K25_REQUIRE_SHARED();
+  const nlohmann::json scaling = {{"rope_type", "llama3"},
+                                  {"factor", 8.0},
+                                  {"low_freq_factor", 1.0},
+                                  {"high_freq_factor", 4.0},
+                                  {"original_max_position_embeddings", 8192}};
+  const RopeSpec hf = hf_rope_spec(scaling, 500000.0f, 64, 131072, "config.json");
+  const RopeSpec gguf =
+      load_gguf_model(testing::shared_path("models/random-llama3-rope.gguf")).config.layers[0].rope;
+  ASSERT_EQ(hf.freq_factors.size(), gguf.freq_factors.size());
+  for (size_t i = 0; i < hf.freq_factors.size(); ++i) {
+    EXPECT_NEAR(hf.freq_factors[i], gguf.freq_factors[i], 1e-6f * gguf.freq_factors[i]) << i;
+  }
+  EXPECT_EQ(hf.freq_scale, 1.0f);
+}
+
+TEST(HfRope, LinearYarnAndUnknownTypes) {
+  // The older "type" spelling.
+  const RopeSpec linear =
+      hf_rope_spec({{"type", "linear"}, {"factor", 4.0}}, 10000.0f, 64, 2048, "config.json");
+  EXPECT_EQ(linear.freq_scale, 0.25f);
+  EXPECT_FALSE(linear.yarn);
+  EXPECT_EQ(hf_rope_spec(nullptr, 10000.0f, 64, 2048, "config.json").freq_scale, 1.0f);
+
+  const RopeSpec yarn = hf_rope_spec({{"rope_type", "yarn"},
+                                      {"factor", 4.0},
+                                      {"original_max_position_embeddings", 32768},
+                                      {"beta_fast", 16.0}},
+                                     1e6f, 64, 131072, "config.json");
+  EXPECT_TRUE(yarn.yarn);
+  EXPECT_EQ(yarn.freq_scale, 0.25f);
+  EXPECT_EQ(yarn.yarn_orig_context, 32768);
+  EXPECT_EQ(yarn.yarn_beta_fast, 16.0f);
+  EXPECT_EQ(yarn.yarn_beta_slow, 1.0f);
+  EXPECT_EQ(yarn.attn_factor, 1.0f);  // the default: Rope applies 1 + 0.1 ln(factor) itself
+  // An explicit attention_factor is the whole multiplier.
+  const RopeSpec explicit_factor = hf_rope_spec(
+      {{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", 1.5}}, 1e6f, 64, 4096, "c");
+  EXPECT_NEAR(explicit_factor.attn_factor * (1 + 0.1 * std::log(4.0)), 1.5, 1e-6);
+
+  try {
+    hf_rope_spec({{"rope_type", "longrope"}, {"factor", 4.0}}, 1e4f, 64, 4096, "dir/config.json");
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported RoPE scaling type 'longrope'"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(GgufArchitectures, Qwen3AndGemma3Shapes) {
