@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "model/gguf.h"
+#include "model/gguf_moe_loader.h"
 #include "model/weights.h"
 #include "util/error.h"
 
@@ -63,11 +64,14 @@ ModelConfig read_config(const GgufFile& f) {
     c.arch = Arch::Qwen2;
   } else if (arch == "qwen3") {
     c.arch = Arch::Qwen3;
+  } else if (arch == "qwen3moe") {
+    c.arch = Arch::Qwen3Moe;  // qwen3's attention, a mixture of experts in every layer
+    read_gguf_moe_config(f, arch, c);
   } else if (arch == "gemma3") {
     c.arch = Arch::Gemma3;
   } else {
     fail(f.path(), ": unsupported architecture '", arch,
-         "' (supported: llama, qwen2, qwen3, gemma3)");
+         "' (supported: llama, qwen2, qwen3, qwen3moe, gemma3)");
   }
   const std::string p = arch + ".";
   c.name = f.get_string_or("general.name", arch);
@@ -120,6 +124,7 @@ LoadedModel load_gguf_model(const std::string& path) {
   m.keep_alive = file;
   ModelConfig& c = m.config;
   c = read_config(*file);
+  const std::string arch = file->get_string("general.architecture");
   const int q_dim = c.n_heads * c.head_dim;
 
   const TensorView* embd = file->tensor("token_embd.weight");
@@ -145,10 +150,14 @@ LoadedModel load_gguf_model(const std::string& path) {
     L.wk = expect_matrix(t("attn_k.weight"), b + "attn_k.weight", c.dim, c.kv_dim());
     L.wv = expect_matrix(t("attn_v.weight"), b + "attn_v.weight", c.dim, c.kv_dim());
     L.wo = expect_matrix(t("attn_output.weight"), b + "attn_output.weight", q_dim, c.dim);
-    L.w_gate = expect_matrix(t("ffn_gate.weight"), b + "ffn_gate.weight", c.dim, c.ffn_dim);
-    L.w_up = expect_matrix(t("ffn_up.weight"), b + "ffn_up.weight", c.dim, c.ffn_dim);
-    L.w_down = expect_matrix(t("ffn_down.weight"), b + "ffn_down.weight", c.ffn_dim, c.dim);
-    if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
+    if (c.n_experts > 0) {
+      L.moe = load_gguf_moe_layer(*file, b, arch, c);
+    } else {
+      L.w_gate = expect_matrix(t("ffn_gate.weight"), b + "ffn_gate.weight", c.dim, c.ffn_dim);
+      L.w_up = expect_matrix(t("ffn_up.weight"), b + "ffn_up.weight", c.dim, c.ffn_dim);
+      L.w_down = expect_matrix(t("ffn_down.weight"), b + "ffn_down.weight", c.ffn_dim, c.dim);
+    }
+    if (c.arch == Arch::Qwen3 || c.arch == Arch::Qwen3Moe || c.arch == Arch::Gemma3) {
       L.q_norm = load_vector(t("attn_q_norm.weight"), b + "attn_q_norm.weight", c.head_dim);
       L.k_norm = load_vector(t("attn_k_norm.weight"), b + "attn_k_norm.weight", c.head_dim);
     }

@@ -10,6 +10,8 @@ const char* arch_name(Arch arch) {
       return "qwen2";
     case Arch::Qwen3:
       return "qwen3";
+    case Arch::Qwen3Moe:
+      return "qwen3moe";
     case Arch::Gemma3:
       return "gemma3";
   }

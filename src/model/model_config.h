@@ -9,7 +9,7 @@
 
 namespace k25 {
 
-enum class Arch { Llama, Qwen2, Qwen3, Gemma3 };
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3 };
 
 // The name general.architecture uses for it (gemma3 for Gemma 3).
 const char* arch_name(Arch arch);
@@ -62,6 +62,10 @@ struct ModelConfig {
   float final_logit_softcap = 0;  // > 0: logits = cap * tanh(logits / cap)
   FfnActivation ffn_activation = FfnActivation::kSilu;
   std::vector<LayerSpec> layers;  // one per layer, filled by the loader
+  // Mixture of experts (n_experts = 0: every layer has the dense FFN of ffn_dim).
+  int n_experts = 0;
+  int n_experts_used = 0;  // per token
+  int expert_ffn_dim = 0;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
 };

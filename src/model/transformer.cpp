@@ -281,7 +281,11 @@ void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {
   for (int t = 0; t < n; ++t) {
     rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.ffn_norm.data(), c.dim, c.rms_eps);
   }
-  dense_ffn(L, n, pool);
+  if (L.moe.empty()) {
+    dense_ffn(L, n, pool);
+  } else {
+    moe_ffn_.forward(L.moe, c.n_experts_used, xn_.data(), n, xn_.data(), pool);
+  }
   add_residual(L.ffn_post_norm, n);
 }
 

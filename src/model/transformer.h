@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "model/moe_ffn.h"
 #include "model/rope.h"
 #include "model/weights.h"
 
@@ -41,6 +42,7 @@ class Transformer final : public Model {
   // Activations, reused across calls (forward is not reentrant).
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, cos_sin_;
   std::vector<std::vector<float>> scores_;  // per thread
+  MoeFfn moe_ffn_;
 };
 
 }  // namespace k25

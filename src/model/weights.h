@@ -7,6 +7,7 @@
 
 #include "kernels/repack.h"
 #include "model/model_config.h"
+#include "model/moe_ffn.h"
 #include "model/tensor.h"
 #include "model/tokenizer.h"
 
@@ -20,7 +21,8 @@ struct LayerWeights {
   std::vector<float> attn_post_norm;  // RMSNorm of the attention output (Gemma 3)
   std::vector<float> ffn_post_norm;   // RMSNorm of the FFN output (Gemma 3)
   TensorView wq, wk, wv, wo;          // [rows = output dim][cols = input dim]
-  TensorView w_gate, w_up, w_down;
+  TensorView w_gate, w_up, w_down;    // the dense FFN, when moe is empty
+  MoeWeights moe;
 };
 
 struct ModelWeights {
