@@ -34,28 +34,34 @@ const float* as_floats(const T* row, int n, float* buffer) {
   }
 }
 
+// Calls row(p, key_or_value_row) for the positions [first, stop) of the spans, in order.
+template <typename T, typename Fn>
+void for_each_row(const KvSpan* spans, int n_spans, int first, int stop, bool values, int kv_stride,
+                  Fn&& row) {
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < stop; span_start += spans[s].n, ++s) {
+    const int begin = std::max(first, span_start), end = std::min(stop, span_start + spans[s].n);
+    const T* rows = static_cast<const T*>(values ? spans[s].values : spans[s].keys);
+    for (int p = begin; p < end; ++p) {
+      row(p, rows + static_cast<size_t>(p - span_start) * kv_stride);
+    }
+  }
+}
+
 // Each query separately: the portable path. `row` is scratch for one widened row.
 template <typename T>
 void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
                 int head_dim, float scale, float* scores, float* row) {
-  int p = 0;
-  for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
-    const int stop = std::min(query.n_pos, p + spans[s].n);
-    const T* keys = static_cast<const T*>(spans[s].keys);
-    for (; p < stop; ++p, keys += kv_stride) {
-      scores[p] = dot_f32(query.q, as_floats(keys, head_dim, row), head_dim) * scale;
-    }
-  }
-  const float inv_sum = 1.0f / exp_minus_max(scores, query.n_pos);
+  for_each_row<T>(spans, n_spans, query.first, query.n_pos, false, kv_stride,
+                  [&](int p, const T* key) {
+                    scores[p] = dot_f32(query.q, as_floats(key, head_dim, row), head_dim) * scale;
+                  });
+  const float inv_sum = 1.0f / exp_minus_max(scores + query.first, query.n_pos - query.first);
   std::fill(query.out, query.out + head_dim, 0.0f);
-  p = 0;
-  for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
-    const int stop = std::min(query.n_pos, p + spans[s].n);
-    const T* values = static_cast<const T*>(spans[s].values);
-    for (; p < stop; ++p, values += kv_stride) {
-      axpy(query.out, scores[p], as_floats(values, head_dim, row), head_dim);
-    }
-  }
+  for_each_row<T>(spans, n_spans, query.first, query.n_pos, true, kv_stride,
+                  [&](int p, const T* value) {
+                    axpy(query.out, scores[p], as_floats(value, head_dim, row), head_dim);
+                  });
   for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
 }
 
@@ -202,8 +208,8 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
   }
 }
 
-// Every query, tile by tile: scores (causal per block), exp per query, then the values, divided
-// by the exp sum at the end.
+// Every query, tile by tile: scores (causal per block), exp per query over its window, then the
+// values, divided by the exp sum at the end.
 // Each score and each output element is computed by the same operations in the same order
 // whatever the other queries of the call are, so results do not depend on how a batch groups
 // its queries.
@@ -245,8 +251,11 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     const int b = i / kQueries;
     float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
-    const float sum = exp_minus_max(row, n_pos);
+    const int first = i < nq ? queries[i].first : 0;
+    const float sum = exp_minus_max(row + first, n_pos - first);
     if (i < nq) inv_sum[i] = 1.0f / sum;
+    // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged).
+    std::fill(row, row + first, 0.0f);
     std::fill(row + n_pos, row + limit[b], 0.0f);
   }
   for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,

@@ -33,6 +33,9 @@ void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
   };
   for (LayerWeights& L : w.layers) {
     for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*t);
+    for (auto* experts : {&L.moe.gate, &L.moe.up, &L.moe.down}) {
+      for (TensorView& t : *experts) add(t);
+    }
   }
   add(w.output);
   if (views.empty()) return;
