@@ -174,6 +174,7 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
   }
 
   const fs::path dir(o.output_path);
+  const bool new_dir = !fs::exists(dir);
   fs::create_directories(dir);
   std::vector<DomainEntry> entries;
   std::vector<const GateMlp*> gates;
@@ -184,7 +185,13 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
   if (!entries.empty()) gguf.extra_metadata = flash_gguf_metadata(entries, gates);
   gguf.output = (dir / "model.gguf").string();
   out << "writing " << gguf.output << "\n" << std::flush;
-  const GgufConvertResult written = convert_to_gguf(gguf);
+  GgufConvertResult written;
+  try {
+    written = convert_to_gguf(gguf);
+  } catch (const Error&) {
+    if (new_dir) fs::remove_all(dir);  // a refused conversion leaves nothing behind
+    throw;
+  }
   out << "wrote " << written.n_tensors << " tensors (" << written.outtype << ")\n";
 
   json config;

@@ -120,6 +120,17 @@ TEST_F(K25Convert, QuantisesWithoutCalibrationAndRejectsAnUnknownOuttype) {
     EXPECT_NE(std::string(e.what()).find("unknown outtype 'q9_9'"), std::string::npos);
   }
   EXPECT_FALSE(fs::exists(out_));
+  // The Q8_0 file cannot become Q4_0: one error, and no output directory left behind.
+  const fs::path q8 = fs::temp_directory_path() / ("k25_convert_q8_" + std::to_string(getpid()));
+  options_.outtype = "q8_0";
+  options_.output_path = q8.string();
+  ASSERT_EQ(run_convert(options_, log), 0);
+  options_.model_path = (q8 / "model.gguf").string();
+  options_.output_path = out_.string();
+  options_.outtype = "q4_0";
+  EXPECT_THROW(run_convert(options_, log), Error);
+  EXPECT_FALSE(fs::exists(out_));
+  fs::remove_all(q8);
 }
 
 TEST_F(K25Convert, RefusesARatioThatLosesQualityAndNamesOneThatPasses) {
