@@ -73,6 +73,7 @@ void MoeFfn::run_expert(const MoeWeights& w, int e, ThreadPool& pool) {
 void MoeFfn::forward(const MoeWeights& w, int k, const float* x, int n_tokens, float* out,
                      ThreadPool& pool) {
   if (n_tokens <= 0) return;
+  if (w.empty()) fail("MoE layer has no experts");
   const int n_experts = w.n_experts();
   const size_t dim = w.router.row_length(), ffn = w.gate[0].n_rows();
   const int n_choices = n_tokens * k;
