@@ -125,6 +125,16 @@ ArchParams arch_params_from_hf_config(const json& cfg, const std::string& path) 
   if (p.arch == "gemma3") {
     p.sliding_window = int_or(cfg, "sliding_window", 4096, path);
     p.sliding_window_pattern = int_or(cfg, "sliding_window_pattern", 6, path);
+    // Newer configs list each layer's kind instead: the pattern ends at the first global layer.
+    if (cfg.contains("layer_types") && cfg["layer_types"].is_array()) {
+      const json& types = cfg["layer_types"];
+      for (size_t i = 0; i < types.size(); ++i) {
+        if (types[i] == "full_attention") {
+          p.sliding_window_pattern = static_cast<int>(i) + 1;
+          break;
+        }
+      }
+    }
     p.rope_theta_swa = float_or(cfg, "rope_local_base_freq", 10000.0f, path);
     p.final_logit_softcap = float_or(cfg, "final_logit_softcapping", 0.0f, path);
   }

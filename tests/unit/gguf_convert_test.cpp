@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "flash/flash_metadata.h"
+#include "model/arch_params.h"
 #include "model/convert_progress.h"
 #include "model/mkmodel.h"
 #include "model/model.h"
@@ -201,6 +203,47 @@ TEST_F(ConvertGguf, GatesRoundTripThroughGgufMetadata) {
   EXPECT_EQ(FlashMetadata::load_gguf(*GgufFile::open(f16), config, 3), nullptr);
   config.n_layers = 3;
   EXPECT_THROW(FlashMetadata::load_gguf(*file, config, 3), Error);
+}
+
+TEST(ConvertArchParams, ReadsHuggingFaceConfigs) {
+  nlohmann::json gemma = {
+      {"model_type", "gemma3_text"},     {"hidden_size", 1152},      {"num_hidden_layers", 26},
+      {"num_attention_heads", 4},        {"num_key_value_heads", 1}, {"head_dim", 256},
+      {"intermediate_size", 6912},       {"vocab_size", 262144},     {"sliding_window", 512},
+      {"rope_local_base_freq", 10000.0}, {"rope_theta", 1000000.0}};
+  gemma["layer_types"] = {"sliding_attention", "sliding_attention", "sliding_attention",
+                          "sliding_attention", "sliding_attention", "full_attention"};
+  const ArchParams g = arch_params_from_hf_config(gemma, "config.json");
+  EXPECT_EQ(g.arch, "gemma3");
+  EXPECT_EQ(g.head_dim, 256);
+  EXPECT_EQ(g.sliding_window, 512);
+  EXPECT_EQ(g.sliding_window_pattern, 6);
+  EXPECT_TRUE(g.tied_output);  // Gemma's default
+  EXPECT_TRUE(g.qk_norm);
+
+  nlohmann::json llama = {{"model_type", "llama"},    {"hidden_size", 2048},
+                          {"num_hidden_layers", 16},  {"num_attention_heads", 32},
+                          {"num_key_value_heads", 8}, {"intermediate_size", 8192},
+                          {"vocab_size", 128256},     {"rope_theta", 500000.0}};
+  llama["rope_scaling"] = {{"rope_type", "llama3"},
+                           {"factor", 32.0},
+                           {"low_freq_factor", 1.0},
+                           {"high_freq_factor", 4.0},
+                           {"original_max_position_embeddings", 8192}};
+  const ArchParams l = arch_params_from_hf_config(llama, "config.json");
+  EXPECT_EQ(l.rope_scaling, "llama3");
+  EXPECT_FLOAT_EQ(l.rope_factor, 32.0f);
+  EXPECT_EQ(l.head_dim, 64);
+  llama["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
+  try {
+    arch_params_from_hf_config(llama, "config.json");
+    FAIL() << "unknown rope_scaling accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unsupported rope_scaling type 'dynamic'"),
+              std::string::npos);
+  }
+  llama["model_type"] = "mamba";
+  EXPECT_THROW(arch_params_from_hf_config(llama, "config.json"), Error);
 }
 
 TEST(ConvertProgressBar, FinalLineOnlyWhenNotATerminal) {
