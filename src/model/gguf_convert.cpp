@@ -15,6 +15,7 @@
 #include "model/tensor_layout.h"
 #include "model/vocab_metadata.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 #include "util/thread_pool.h"
 
 namespace k25 {
@@ -288,6 +289,8 @@ GgufConvertResult convert_to_gguf(const GgufConvertOptions& o) {
     const std::string from = t.parts.empty() ? "computed" : dtype_name(t.parts[0]->type);
     progress.tensor(i, t.name + " " + from + " -> " + dtype_name(t.type), offsets[i]);
     produce_tensor(t, pool, emit);
+    // The input is read once: its pages need not stay resident after their tensor.
+    for (const TensorView* part : t.parts) release_mapped_pages(part->data, part->bytes);
   });
   progress.finish();
   return result;
