@@ -1,29 +1,13 @@
 #include "model/weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "kernels/quant.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace k25 {
-
-namespace {
-
-// Drops the whole pages inside [data, data + bytes) of a read-only file mapping from memory.
-void release_mapped_pages(const void* data, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = (begin + bytes) / page * page;
-  // Failure only leaves the pages resident.
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-}
-
-}  // namespace
 
 void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
   ModelWeights& w = m.weights;

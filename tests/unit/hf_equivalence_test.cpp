@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gguf.h"
+#include "model/gguf_convert.h"
 #include "model/hf_tokenizer_json.h"
 #include "model/mkmodel.h"
 #include "model/model.h"
@@ -38,7 +39,7 @@ TEST_P(HfEquivalence, GgufAndHuggingFaceGiveIdenticalLogits) {
   fs::create_directories(dir);
   MkModelOptions options;
   options.shape = GetParam();
-  options.dtype = DType::F16;
+  options.dtype = OutType::F16;
   options.out_path = (dir / "model.gguf").string();
   options.hf_dir = (dir / "hf").string();
   options.seed = 11;
@@ -61,6 +62,45 @@ TEST_P(HfEquivalence, GgufAndHuggingFaceGiveIdenticalLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HfEquivalence,
                          ::testing::Values("tiny-llama-test", "tiny-qwen2-test"));
+
+// k25-convert's GGUF of the Hugging Face directory computes what k25-mkmodel's GGUF of the same
+// seed computes, bit for bit, for every architecture.
+class HfConverted : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(HfConverted, SameLogitsAsTheGgufOfTheSameWeights) {
+  K25_REQUIRE_SHARED();
+  const fs::path dir =
+      fs::temp_directory_path() / ("k25_hf_conv_" + GetParam() + "_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  MkModelOptions options;
+  options.shape = GetParam();
+  options.out_path = (dir / "model.gguf").string();
+  options.hf_dir = (dir / "hf").string();
+  options.seed = 12;
+  options.vocab_dir = testing::shared_path("tokenizers/llamacpp-vocab");
+  make_model(options);
+  GgufConvertOptions convert;
+  convert.input = options.hf_dir;
+  convert.output = (dir / "converted.gguf").string();
+  convert_to_gguf(convert);
+
+  auto gguf = Model::load(options.out_path);
+  auto converted = Model::load(convert.output);
+  const std::string text = "The quick brown fox jumps over the lazy dog. 12345";
+  EXPECT_EQ(gguf->tokenizer().encode(text, true, false),
+            converted->tokenizer().encode(text, true, false));
+  const std::vector<float> a = prompt_logits(*gguf, text), b = prompt_logits(*converted, text);
+  ASSERT_EQ(a.size(), b.size());
+  size_t differing = 0;
+  for (size_t i = 0; i < a.size(); ++i) differing += a[i] != b[i];
+  EXPECT_EQ(differing, 0u) << "of " << a.size() << " logits";
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, HfConverted,
+                         ::testing::Values("tiny-llama-test", "tiny-llama3-test", "tiny-qwen2-test",
+                                           "tiny-qwen3-test", "tiny-qwen3moe-test",
+                                           "tiny-gemma3-test"));
 
 // k25-mkmodel has no Qwen3 or Gemma 3 shape: the Hugging Face directory is written here from the
 // weights of the shared GGUF, under transformers' names. Neither architecture reorders Q/K rows

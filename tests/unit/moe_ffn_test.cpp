@@ -203,6 +203,34 @@ TEST(MoeFfn, BatchedExpertsEqualPerTokenLoop) {
   }
 }
 
+// Q8_0 experts are repacked at load like any matmul weight where the build repacks, and the
+// block gives the same results from the repacked copies.
+TEST(MoeFfn, ExpertsAreRepackedWithTheOtherWeights) {
+  if (!repack_supported(DType::Q8_0)) {
+    GTEST_SKIP() << "this build does not repack weights (no AVX-512 VNNI): SKIPPED";
+  }
+  const RandomMoe m = make_moe(DType::Q8_0, 64, 96, 4, 3);
+  LoadedModel loaded;
+  loaded.weights.layers.resize(1);
+  loaded.weights.layers[0].moe = m.w;
+  repack_matmul_weights(loaded, /*release_mapped_source=*/false);
+  const MoeWeights& packed = loaded.weights.layers[0].moe;
+  for (int e = 0; e < m.n_experts; ++e) {
+    EXPECT_NE(packed.gate[e].packed, nullptr);
+    EXPECT_NE(packed.up[e].packed, nullptr);
+    EXPECT_NE(packed.down[e].packed, nullptr);
+  }
+  ThreadPool pool(2);
+  const std::vector<float> x = random_rows(5, m.dim, 9);
+  std::vector<float> plain(x.size()), repacked(x.size());
+  MoeFfn moe;
+  moe.forward(m.w, 2, x.data(), 5, plain.data(), pool);
+  moe.forward(packed, 2, x.data(), 5, repacked.data(), pool);
+  float mag = 0.0f;
+  for (float v : plain) mag = std::max(mag, std::fabs(v));
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(repacked[i], plain[i], 1e-4f * mag) << i;
+}
+
 // A token's output is bitwise the same alone (decode) and inside a batch of 7 where its
 // experts see several rows, whichever schedule runs; out may be the input buffer.
 TEST(MoeFfn, TokenResultDoesNotDependOnTheBatch) {
