@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/block_types.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
@@ -118,6 +119,28 @@ void matmul_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Matmul, q8_0, DType::Q8_0)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q4_0, DType::Q4_0)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q4_k, DType::Q4_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_k, DType::Q5_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q3_k, DType::Q3_K)->Apply(matmul_args);
+BENCHMARK_CAPTURE(BM_Matmul, q2_k, DType::Q2_K)->Apply(matmul_args);
+// The types of kernels/block_types.h: decode on the TinyLlama shapes, and one prefill.
+void block_type_args(benchmark::internal::Benchmark* b) {
+  for (int threads : {1, 2}) {
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{2048, 2048}, {5632, 2048}, {2048, 5632}}) {
+      b->Args({rows, cols, 1, threads});
+    }
+  }
+  b->Args({2048, 2048, 512, 1});
+  b->ArgNames({"rows", "cols", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+
+BENCHMARK_CAPTURE(BM_Matmul, q4_1, DType::Q4_1)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_0, DType::Q5_0)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, q5_1, DType::Q5_1)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, iq4_nl, DType::IQ4_NL)->Apply(block_type_args);
+BENCHMARK_CAPTURE(BM_Matmul, iq4_xs, DType::IQ4_XS)->Apply(block_type_args);
 BENCHMARK_CAPTURE(BM_Matmul, f16, DType::F16)
     ->Args({2048, 2048, 1, 1})
     ->Args({2048, 2048, 512, 1})
@@ -128,6 +151,27 @@ BENCHMARK_CAPTURE(BM_Matmul, f32, DType::F32)
     ->Args({2048, 2048, 512, 1})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+
+// The K-quant row dot alone on a 2048-element row that stays in L1: the compute rate of the
+// decode kernel (weight_GB/s), which must exceed the memory bandwidth for decode to be memory
+// bound.
+void BM_KQuantVecDot(benchmark::State& state, DType type) {
+  const int64_t n = 2048;
+  const WeightSet w = make_weights(type, 1, n, 0);
+  const BlockTypeKernels* k = block_type_kernels(type);
+  std::vector<float> x(n, 0.5f);
+  std::vector<uint8_t> a(act_row_bytes(k->act, n));
+  quantize_acts(k->act, x.data(), a.data(), n);
+  for (auto _ : state) benchmark::DoNotOptimize(k->vec_dot(w.copies[0].data(), a.data(), n));
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * w.copies[0].size() / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK_CAPTURE(BM_KQuantVecDot, q2_k, DType::Q2_K);
+BENCHMARK_CAPTURE(BM_KQuantVecDot, q3_k, DType::Q3_K);
+BENCHMARK_CAPTURE(BM_KQuantVecDot, q4_k, DType::Q4_K);
+BENCHMARK_CAPTURE(BM_KQuantVecDot, q5_k, DType::Q5_K);
+BENCHMARK_CAPTURE(BM_KQuantVecDot, q6_k, DType::Q6_K);
 
 void BM_ThreadPoolRun(benchmark::State& state) {
   ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));

@@ -1,6 +1,9 @@
-// k25-convert (R-M3): writes a k25 model directory (config.json with k25_config, model.gguf,
-// k25_metadata/) and, with --enable-gated-pruning, calibrates the domain gates on the given text,
-// printing the held-out quality table. Exit 2 when the pruning ratio costs too much quality.
+// k25-convert (R-M3): a Hugging Face directory or a GGUF file → a k25 model directory
+// (config.json with k25_config, model.gguf in the requested --outtype, k25_metadata/) and, with
+// --enable-gated-pruning, calibrates the domain gates on the given text, printing the held-out
+// quality table. Exit 2 when the pruning ratio costs too much quality.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 
@@ -10,10 +13,13 @@
 int main(int argc, char** argv) {
   k25::ConvertOptions o;
   std::vector<std::string> calibration, domain_ratios;
-  CLI::App app("k25-convert: a model → the k25 layout, with calibrated gated pruning");
+  CLI::App app("k25-convert: a model → one GGUF file and the k25 layout, with calibrated gates");
   app.add_option("--model-path", o.model_path, "input GGUF file or Hugging Face directory")
       ->required();
   app.add_option("--output-path", o.output_path, "output directory")->required();
+  app.add_option("--outtype", o.outtype,
+                 "f32, f16, bf16, q8_0, q4_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k "
+                 "(default: the input's type)");
   app.add_option("--kv-cache-dtype", o.kv_cache_dtype, "KV cache dtype recorded in k25_config")
       ->capture_default_str();
   app.add_flag("--enable-gated-pruning", o.enable_gated_pruning, "calibrate the domain gates");
@@ -32,6 +38,8 @@ int main(int argc, char** argv) {
   app.add_option("--held-out", o.calib.held_out_fraction, "share of each text held out")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  o.progress = &std::cerr;
+  o.progress_interactive = isatty(STDERR_FILENO) != 0;
   try {
     for (const std::string& arg : calibration)
       o.calibration.push_back(k25::parse_calibration_arg(arg));

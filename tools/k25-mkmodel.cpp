@@ -14,9 +14,11 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: k25-mkmodel --shape NAME --dtype f16|q8_0|q4_0|f32 -o OUT.gguf [--seed S]\n"
+    "usage: k25-mkmodel --shape NAME --dtype TYPE -o OUT.gguf [--seed S]\n"
     "                   [--hf-dir DIR [--sharded]] [--vocab-dir DIR]\n"
     "       k25-mkmodel --list\n"
+    "  --dtype TYPE    f32, f16, bf16, q8_0, q4_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k (the\n"
+    "                  tensor mixture llama-quantize writes for that type)\n"
     "  --hf-dir DIR    also write config.json, safetensors and tokenizer.json (f16 only)\n"
     "  --sharded       split the safetensors into two shards with an index\n"
     "  --vocab-dir DIR llama.cpp vocabulary GGUFs (default ../shared/tokenizers/llamacpp-vocab)\n";
@@ -74,7 +76,7 @@ int run(int argc, char** argv) {
     }
   }
   if (options.shape.empty()) k25::fail("--shape is required (see --list)");
-  if (!have_dtype) k25::fail("--dtype is required (f16, q8_0 or q4_0)");
+  if (!have_dtype) k25::fail("--dtype is required (f16, q8_0, q4_0, q4_k_m, ...; see --help)");
   if (options.hf_sharded && options.hf_dir.empty()) k25::fail("--sharded needs --hf-dir");
   k25::make_model(options);
   return 0;

@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "flash/domain_map.h"
+#include "flash/flash_metadata.h"
 #include "flash/gate.h"
+#include "model/gguf_convert.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
 
@@ -27,30 +29,21 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-const char* arch_name(Arch a) {
-  return a == Arch::Qwen2 ? "qwen2" : "llama";
-}
-
-json model_config_json(const ModelConfig& c) {
-  return {{"architecture", arch_name(c.arch)},
-          {"name", c.name},
-          {"vocab_size", c.n_vocab},
-          {"hidden_size", c.dim},
-          {"num_hidden_layers", c.n_layers},
-          {"num_attention_heads", c.n_heads},
-          {"num_key_value_heads", c.n_kv_heads},
-          {"intermediate_size", c.ffn_dim},
-          {"max_position_embeddings", c.context_length},
-          {"rope_theta", c.rope_theta},
-          {"rms_norm_eps", c.rms_eps}};
-}
-
-// Hard link when the file system allows it, else a copy.
-void link_or_copy(const fs::path& from, const fs::path& to) {
-  std::error_code ec;
-  fs::remove(to, ec);
-  fs::create_hard_link(from, to, ec);
-  if (ec) fs::copy_file(from, to, fs::copy_options::overwrite_existing);
+// The configuration of the written GGUF file, under Hugging Face's key names.
+json gguf_config_json(const GgufFile& f) {
+  const std::string arch = f.get_string("general.architecture");
+  const std::string p = arch + ".";
+  return {{"architecture", arch},
+          {"name", f.get_string_or("general.name", arch)},
+          {"vocab_size", f.get_string_array("tokenizer.ggml.tokens").size()},
+          {"hidden_size", f.get_int(p + "embedding_length")},
+          {"num_hidden_layers", f.get_int(p + "block_count")},
+          {"num_attention_heads", f.get_int(p + "attention.head_count")},
+          {"num_key_value_heads", f.get_int_or(p + "attention.head_count_kv", 0)},
+          {"intermediate_size", f.get_int(p + "feed_forward_length")},
+          {"max_position_embeddings", f.get_int_or(p + "context_length", 2048)},
+          {"rope_theta", f.get_float_or(p + "rope.freq_base", 10000.0)},
+          {"rms_norm_eps", f.get_float_or(p + "attention.layer_norm_rms_epsilon", 1e-5)}};
 }
 
 std::string fmt(double v, int precision) {
@@ -112,14 +105,20 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
   if (o.enable_gated_pruning && o.calibration.empty()) {
     fail("--enable-gated-pruning needs at least one --calibration DOMAIN=FILE");
   }
+  GgufConvertOptions gguf;
+  gguf.input = o.model_path;
+  if (!o.outtype.empty()) gguf.outtype = parse_outtype(o.outtype);
+  gguf.progress = o.progress;
+  gguf.progress_interactive = o.progress_interactive;
+  gguf.threads = std::max(1, o.threads);
   const bool hf_input = fs::is_directory(o.model_path);
-  out << "loading " << o.model_path << "\n" << std::flush;
-  std::unique_ptr<Model> model = Model::load(o.model_path);
-  const ModelConfig& mc = model->config();
+  if (!hf_input && !fs::exists(o.model_path)) fail(o.model_path, ": no such file or directory");
 
   // Calibrate before writing anything: a refused ratio leaves no output behind.
   std::vector<DomainCalibration> domains;
   if (o.enable_gated_pruning) {
+    out << "loading " << o.model_path << "\n" << std::flush;
+    std::unique_ptr<Model> model = Model::load(o.model_path);
     ThreadPool pool(std::max(1, o.threads));
     CalibrationOptions calib = o.calib;
     calib.progress = [&out](const std::string& line) { out << "  " << line << "\n" << std::flush; };
@@ -175,7 +174,26 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
   }
 
   const fs::path dir(o.output_path);
+  const bool new_dir = !fs::exists(dir);
   fs::create_directories(dir);
+  std::vector<DomainEntry> entries;
+  std::vector<const GateMlp*> gates;
+  for (const DomainCalibration& d : domains) {
+    entries.push_back({d.name, d.name + "_gate.bin", d.ratio, d.signatures});
+    gates.push_back(&d.gate);
+  }
+  if (!entries.empty()) gguf.extra_metadata = flash_gguf_metadata(entries, gates);
+  gguf.output = (dir / "model.gguf").string();
+  out << "writing " << gguf.output << "\n" << std::flush;
+  GgufConvertResult written;
+  try {
+    written = convert_to_gguf(gguf);
+  } catch (const Error&) {
+    if (new_dir) fs::remove_all(dir);  // a refused conversion leaves nothing behind
+    throw;
+  }
+  out << "wrote " << written.n_tensors << " tensors (" << written.outtype << ")\n";
+
   json config;
   if (hf_input) {
     std::ifstream in(fs::path(o.model_path) / "config.json");
@@ -183,32 +201,22 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
     if (config.is_discarded() || !config.is_object()) {
       fail(o.model_path, "/config.json: not a JSON object");
     }
-    for (const auto& entry : fs::directory_iterator(o.model_path)) {
-      const std::string name = entry.path().filename().string();
-      if (name == "config.json" || !entry.is_regular_file()) continue;
-      if (name.ends_with(".safetensors") || name.ends_with(".json") || name == "tokenizer.model") {
-        link_or_copy(entry.path(), dir / name);
-      }
-    }
   } else {
-    config = model_config_json(mc);
-    out << "writing " << (dir / "model.gguf").string() << "\n";
-    link_or_copy(o.model_path, dir / "model.gguf");
+    config = gguf_config_json(*GgufFile::open(gguf.output));
   }
   json k25 = {{"version", 1},
               {"source_model", o.model_path},
+              {"outtype", written.outtype},
               {"kv_cache_dtype", o.kv_cache_dtype},
               {"gated_pruning", o.enable_gated_pruning},
               {"pruning_ratio", o.pruning_ratio}};
   if (o.enable_gated_pruning) {
     const fs::path meta = dir / "k25_metadata";
     fs::create_directories(meta);
-    std::vector<DomainEntry> entries;
     json quality = json::object();
-    for (const DomainCalibration& d : domains) {
-      const std::string file = d.name + "_gate.bin";
-      save_gate_file(d.gate, (meta / file).string());
-      entries.push_back({d.name, file, d.ratio, d.signatures});
+    for (size_t i = 0; i < domains.size(); ++i) {
+      const DomainCalibration& d = domains[i];
+      save_gate_file(d.gate, (meta / entries[i].gate_file).string());
       json rows = json::array();
       for (const RatioRow& r : d.table) {
         rows.push_back({{"ratio", r.ratio},

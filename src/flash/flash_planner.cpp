@@ -12,7 +12,13 @@ FlashPlanner::FlashPlanner(const ModelConfig& model, const std::string& model_pa
                            FlashOptions options) {
   std::string dir = options.metadata_dir;
   if (dir.empty()) dir = FlashMetadata::find_dir(model_path);
-  if (!dir.empty()) metadata_ = FlashMetadata::load(dir, model, options.simhash_max_distance);
+  if (!dir.empty()) {
+    metadata_ = FlashMetadata::load(dir, model, options.simhash_max_distance);
+  } else if (const std::string gguf = FlashMetadata::find_gguf(model_path); !gguf.empty()) {
+    // No side files: the gates k25-convert stored inside the model file, if any.
+    metadata_ =
+        FlashMetadata::load_gguf(*GgufFile::open(gguf), model, options.simhash_max_distance);
+  }
   if (options.rule_mode != "auto" && options.rule_mode != "on" && options.rule_mode != "off") {
     fail("flash: rule mode '", options.rule_mode, "' is not auto, on or off");
   }

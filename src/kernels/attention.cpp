@@ -17,11 +17,16 @@
 #include <type_traits>
 
 #include "kernels/ops.h"
+#include "kernels/quant.h"
 
 namespace k25 {
 namespace {
 
 using Half = uint16_t;  // IEEE binary16 bits
+
+inline float round_to_f16(float x) {
+  return f16_to_f32(f32_to_f16(x));
+}
 
 // A row of n elements as floats: the row itself, or its widened copy in `buffer`.
 template <typename T>
@@ -34,29 +39,52 @@ const float* as_floats(const T* row, int n, float* buffer) {
   }
 }
 
+// Calls row(p, key_or_value_row) for the positions [first, stop) of the spans, in order.
+template <typename T, typename Fn>
+void for_each_row(const KvSpan* spans, int n_spans, int first, int stop, bool values, int kv_stride,
+                  Fn&& row) {
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < stop; span_start += spans[s].n, ++s) {
+    const int begin = std::max(first, span_start), end = std::min(stop, span_start + spans[s].n);
+    const T* rows = static_cast<const T*>(values ? spans[s].values : spans[s].keys);
+    for (int p = begin; p < end; ++p) {
+      row(p, rows + static_cast<size_t>(p - span_start) * kv_stride);
+    }
+  }
+}
+
+// Softmax of scores[first, n_pos) in place, up to its division: returns the factor the weighted
+// sum of values still needs. With an F16 cache the probabilities are divided and rounded to F16
+// here (factor 1), as llama.cpp's F16-cache attention multiplies F16 probabilities with F16
+// values; its quantised models amplify that rounding, so k25 reproduces it.
+template <typename T>
+float normalise_probabilities(float* scores, int first, int n_pos) {
+  const float inv_sum = 1.0f / exp_minus_max(scores + first, n_pos - first);
+  if constexpr (std::is_same_v<T, float>) {
+    return inv_sum;
+  } else {
+    for (int p = first; p < n_pos; ++p) scores[p] = round_to_f16(scores[p] * inv_sum);
+    return 1.0f;
+  }
+}
+
 // Each query separately: the portable path. `row` is scratch for one widened row.
 template <typename T>
 void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
                 int head_dim, float scale, float* scores, float* row) {
-  int p = 0;
-  for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
-    const int stop = std::min(query.n_pos, p + spans[s].n);
-    const T* keys = static_cast<const T*>(spans[s].keys);
-    for (; p < stop; ++p, keys += kv_stride) {
-      scores[p] = dot_f32(query.q, as_floats(keys, head_dim, row), head_dim) * scale;
-    }
-  }
-  const float inv_sum = 1.0f / exp_minus_max(scores, query.n_pos);
+  for_each_row<T>(spans, n_spans, query.first, query.n_pos, false, kv_stride,
+                  [&](int p, const T* key) {
+                    scores[p] = dot_f32(query.q, as_floats(key, head_dim, row), head_dim) * scale;
+                  });
+  const float inv_sum = normalise_probabilities<T>(scores, query.first, query.n_pos);
   std::fill(query.out, query.out + head_dim, 0.0f);
-  p = 0;
-  for (int s = 0; s < n_spans && p < query.n_pos; ++s) {
-    const int stop = std::min(query.n_pos, p + spans[s].n);
-    const T* values = static_cast<const T*>(spans[s].values);
-    for (; p < stop; ++p, values += kv_stride) {
-      axpy(query.out, scores[p], as_floats(values, head_dim, row), head_dim);
-    }
+  for_each_row<T>(spans, n_spans, query.first, query.n_pos, true, kv_stride,
+                  [&](int p, const T* value) {
+                    axpy(query.out, scores[p], as_floats(value, head_dim, row), head_dim);
+                  });
+  if (inv_sum != 1.0f) {
+    for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
   }
-  for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
 }
 
 #if defined(__AVX512F__)
@@ -202,8 +230,8 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
   }
 }
 
-// Every query, tile by tile: scores (causal per block), exp per query, then the values, divided
-// by the exp sum at the end.
+// Every query, tile by tile: scores (causal per block), exp per query over its window, then the
+// values, divided by the exp sum at the end.
 // Each score and each output element is computed by the same operations in the same order
 // whatever the other queries of the call are, so results do not depend on how a batch groups
 // its queries.
@@ -245,8 +273,11 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     const int b = i / kQueries;
     float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
-    const float sum = exp_minus_max(row, n_pos);
-    if (i < nq) inv_sum[i] = 1.0f / sum;
+    const int first = i < nq ? queries[i].first : 0;
+    const float factor = normalise_probabilities<T>(row, first, n_pos);
+    if (i < nq) inv_sum[i] = factor;
+    // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged).
+    std::fill(row, row + first, 0.0f);
     std::fill(row + n_pos, row + limit[b], 0.0f);
   }
   for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,
@@ -295,7 +326,18 @@ void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* 
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores,
                     KvDtype dtype) {
   if (dtype == KvDtype::kF16) {
-    attend<Half>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+    // The queries rounded to F16 too, as llama.cpp's F16 products with the cached keys take them.
+    thread_local std::vector<float> rounded;
+    thread_local std::vector<AttentionQuery> rounded_queries;
+    rounded.resize(static_cast<size_t>(n_queries) * head_dim);
+    rounded_queries.assign(queries, queries + n_queries);
+    for (int i = 0; i < n_queries; ++i) {
+      float* q = rounded.data() + static_cast<size_t>(i) * head_dim;
+      for (int d = 0; d < head_dim; ++d) q[d] = round_to_f16(queries[i].q[d]);
+      rounded_queries[i].q = q;
+    }
+    attend<Half>(rounded_queries.data(), n_queries, spans, n_spans, kv_stride, head_dim, scale,
+                 scores);
   } else {
     attend<float>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
   }

@@ -17,17 +17,20 @@ struct KvSpan {
   int n;
 };
 
-// One query: a head_dim vector that attends to positions [0, n_pos), written to out.
+// One query: a head_dim vector that attends to positions [first, n_pos), written to out (first > 0
+// for a sliding-window layer: the positions before its window are not attended to).
 struct AttentionQuery {
   const float* q;
   int n_pos;
   float* out;
+  int first = 0;
 };
 
-// out = sum_p softmax_p(q . k_p * scale) v_p for every query, p < its n_pos. The spans give
+// out = sum_p softmax_p(q . k_p * scale) v_p for every query, first <= p < n_pos. The spans give
 // positions 0, 1, ... in order and cover at least the largest n_pos. `scores` is scratch.
-// F16 rows are widened to float as they are read and everything accumulates in float, so the
-// result equals that of F32 rows holding the same (rounded) values, bit for bit.
+// F16 rows are widened to float as they are read and everything accumulates in float. With F16
+// rows the query and the softmax probabilities are rounded to F16 as well, which is what
+// llama.cpp's attention over an F16 cache computes (its F16 matrix products take F16 operands).
 void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores,
                     KvDtype dtype = KvDtype::kF32);

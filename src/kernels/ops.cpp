@@ -6,7 +6,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/quant.h"
 
 namespace k25 {
 namespace {
@@ -209,6 +214,24 @@ void silu_mul(float* a, const float* b, int n) {
 #else
   for (; i < n; ++i) a[i] = a[i] / (1.0f + std::exp(-a[i])) * b[i];
 #endif
+}
+
+void gelu_f16_mul(float* a, const float* b, int n) {
+  // gelu of every F16 value, as F16 bits.
+  static const std::unique_ptr<std::array<uint16_t, 65536>> table = [] {
+    auto t = std::make_unique<std::array<uint16_t, 65536>>();
+    for (uint32_t h = 0; h < t->size(); ++h) {
+      const float x = f16_to_f32(static_cast<uint16_t>(h));
+      const float tanh_arg = 0.7978845608028654f * x * (1.0f + 0.044715f * x * x);
+      (*t)[h] = f32_to_f16(0.5f * x * (1.0f + std::tanh(tanh_arg)));
+    }
+    return t;
+  }();
+  for (int i = 0; i < n; ++i) {
+    const float x = a[i];
+    const float gelu = x <= -10.0f ? 0.0f : x >= 10.0f ? x : f16_to_f32((*table)[f32_to_f16(x)]);
+    a[i] = gelu * b[i];
+  }
 }
 
 void add_inplace(float* a, const float* b, int n) {

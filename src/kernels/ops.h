@@ -14,6 +14,10 @@ void softmax(float* x, int n);
 float exp_minus_max(float* x, int n);
 // a[i] = silu(a[i]) * b[i]
 void silu_mul(float* a, const float* b, int n);
+// a[i] = gelu(a[i]) * b[i], GELU in its tanh form as llama.cpp's CPU backend computes it: a
+// table lookup by the input rounded to F16, whose entries are rounded to F16 too (inputs beyond
+// +-10 give 0 or the input itself).
+void gelu_f16_mul(float* a, const float* b, int n);
 // a[i] += b[i]
 void add_inplace(float* a, const float* b, int n);
 float dot_f32(const float* a, const float* b, int n);

@@ -638,8 +638,8 @@ void GgufWriter::set_i32_array(std::string key, std::vector<int64_t> values) {
   set(std::move(key), GgufValue{GgufType::ARRAY, GgufType::I32, std::move(values)});
 }
 
-void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
-                            size_t bytes) {
+size_t GgufWriter::check_tensor(const std::string& name, DType type,
+                                const std::vector<int64_t>& ne) const {
   if (ne.empty() || ne.size() > kMaxDims) {
     fail("GGUF writer: tensor '", name, "' has ", ne.size(), " dimensions (1 to 4 allowed)");
   }
@@ -656,15 +656,30 @@ void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> n
          dtype_name(type), " block size");
   }
   uint64_t expected = 0;
-  if (!checked_mul(elements / enc->block_elems, enc->block_bytes, &expected) || expected != bytes) {
-    fail("GGUF writer: tensor '", name, "' has ", bytes, " bytes of data, expected ", expected);
+  if (!checked_mul(elements / enc->block_elems, enc->block_bytes, &expected)) {
+    fail("GGUF writer: tensor '", name, "' is too large");
   }
   for (const Tensor& t : tensors_) {
     if (t.name == name) fail("GGUF writer: tensor '", name, "' added twice");
   }
+  return expected;
+}
+
+void GgufWriter::add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
+                            size_t bytes) {
+  const size_t expected = check_tensor(name, type, ne);
+  if (expected != bytes) {
+    fail("GGUF writer: tensor '", name, "' has ", bytes, " bytes of data, expected ", expected);
+  }
   const auto* p = static_cast<const uint8_t*>(data);
-  tensors_.push_back(
-      Tensor{std::move(name), type, std::move(ne), std::vector<uint8_t>(p, p + bytes)});
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), bytes,
+                            std::vector<uint8_t>(p, p + bytes), false});
+}
+
+size_t GgufWriter::declare_tensor(std::string name, DType type, std::vector<int64_t> ne) {
+  const size_t bytes = check_tensor(name, type, ne);
+  tensors_.push_back(Tensor{std::move(name), type, std::move(ne), bytes, {}, true});
+  return bytes;
 }
 
 namespace {
@@ -774,6 +789,12 @@ void put_array(Sink& out, const std::string& key, const GgufValue& v) {
 }  // namespace
 
 void GgufWriter::write(const std::string& path) const {
+  write(path, [this](size_t i, const Emit&) {
+    fail("GGUF writer: tensor '", tensors_[i].name, "' was declared but has no producer");
+  });
+}
+
+void GgufWriter::write(const std::string& path, const Producer& produce) const {
   if (!is_power_of_two(alignment_)) {
     fail("GGUF writer: alignment ", alignment_, " is not a power of two");
   }
@@ -810,28 +831,56 @@ void GgufWriter::write(const std::string& path) const {
     for (int64_t n : t.ne) out.put<uint64_t>(static_cast<uint64_t>(n));
     out.put<uint32_t>(static_cast<uint32_t>(t.type));
     out.put<uint64_t>(offset);
-    offset += (t.data.size() + alignment_ - 1) / alignment_ * alignment_;
+    offset += (t.bytes + alignment_ - 1) / alignment_ * alignment_;
   }
   if (!tensors_.empty()) out.pad_to(alignment_);
 
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) fail(path, ": cannot create: ", std::strerror(errno));
-  bool ok = std::fwrite(out.bytes.data(), 1, out.bytes.size(), f) == out.bytes.size();
-  static const uint8_t kZeros[64] = {};
-  for (size_t i = 0; ok && i < tensors_.size(); ++i) {
-    const std::vector<uint8_t>& data = tensors_[i].data;
-    ok = std::fwrite(data.data(), 1, data.size(), f) == data.size();
-    // Pad between tensors only, so the file ends exactly at the last tensor's data.
-    size_t pad = i + 1 < tensors_.size() ? (alignment_ - data.size() % alignment_) % alignment_ : 0;
-    while (ok && pad > 0) {
-      const size_t n = std::min(pad, sizeof(kZeros));
-      ok = std::fwrite(kZeros, 1, n, f) == n;
-      pad -= n;
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) fail(tmp, ": cannot create: ", std::strerror(errno));
+  int err = 0;
+  auto put = [&](const void* data, size_t bytes) {
+    if (err == 0 && std::fwrite(data, 1, bytes, f) != bytes) err = errno != 0 ? errno : EIO;
+  };
+  try {
+    put(out.bytes.data(), out.bytes.size());
+    static const uint8_t kZeros[64] = {};
+    for (size_t i = 0; i < tensors_.size() && err == 0; ++i) {
+      const Tensor& t = tensors_[i];
+      if (!t.declared) {
+        put(t.data.data(), t.data.size());
+      } else {
+        size_t written = 0;
+        produce(i, [&](const void* data, size_t bytes) {
+          written += bytes;
+          if (written > t.bytes) {
+            fail("GGUF writer: tensor '", t.name, "' got more than its ", t.bytes, " bytes");
+          }
+          put(data, bytes);
+        });
+        if (written != t.bytes) {
+          fail("GGUF writer: tensor '", t.name, "' got ", written, " bytes, expected ", t.bytes);
+        }
+      }
+      // Pad between tensors only, so the file ends exactly at the last tensor's data.
+      size_t pad = i + 1 < tensors_.size() ? (alignment_ - t.bytes % alignment_) % alignment_ : 0;
+      while (pad > 0) {
+        const size_t n = std::min(pad, sizeof(kZeros));
+        put(kZeros, n);
+        pad -= n;
+      }
     }
+  } catch (...) {
+    std::fclose(f);
+    std::remove(tmp.c_str());
+    throw;
   }
-  const int err = errno;
-  if (std::fclose(f) != 0) ok = false;
-  if (!ok) fail(path, ": write failed: ", std::strerror(err));
+  if (std::fclose(f) != 0 && err == 0) err = errno != 0 ? errno : EIO;
+  if (err == 0 && std::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    std::remove(tmp.c_str());
+    fail(path, ": write failed: ", std::strerror(err));
+  }
 }
 
 }  // namespace k25

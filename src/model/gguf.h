@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -103,16 +104,28 @@ class GgufWriter {
   // Data must already be encoded in `type` (ne[0] = row length); it is copied.
   void add_tensor(std::string name, DType type, std::vector<int64_t> ne, const void* data,
                   size_t bytes);
+  // A tensor whose data the producer of write(path, produce) streams; returns its byte size.
+  size_t declare_tensor(std::string name, DType type, std::vector<int64_t> ne);
   // Writes the file; throws k25::Error on I/O failure.
   void write(const std::string& path) const;
+  // Streams the data of declared tensors: `produce(i, emit)` is called once per tensor, in
+  // order, and hands the encoded bytes to `emit` in as many pieces as it likes (they must add up
+  // to the tensor's size). Tensors added with data are written from it. The file is written
+  // to `path` + ".tmp" and renamed when complete, so a failed conversion leaves no partial file.
+  using Emit = std::function<void(const void* data, size_t bytes)>;
+  using Producer = std::function<void(size_t index, const Emit& emit)>;
+  void write(const std::string& path, const Producer& produce) const;
 
  private:
   struct Tensor {
     std::string name;
     DType type;
     std::vector<int64_t> ne;
-    std::vector<uint8_t> data;
+    size_t bytes = 0;
+    std::vector<uint8_t> data;  // empty for declared tensors
+    bool declared = false;
   };
+  size_t check_tensor(const std::string& name, DType type, const std::vector<int64_t>& ne) const;
   uint32_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> metadata_;
   std::vector<Tensor> tensors_;

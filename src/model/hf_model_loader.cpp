@@ -1,9 +1,11 @@
 // Builds a ModelConfig and weight views from a Hugging Face directory: config.json,
 // model.safetensors (or sharded), tokenizer.json.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/hf_rope_scaling.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 #include "util/error.h"
@@ -32,6 +34,32 @@ int positive_int(const json& cfg, const char* key, const std::string& path) {
   return cfg[key].get<int>();
 }
 
+float number_or(const json& cfg, const char* key, float fallback, const std::string& path) {
+  if (!cfg.contains(key) || cfg[key].is_null()) return fallback;
+  if (!cfg[key].is_number()) fail(path, ": '", key, "' must be a number");
+  return cfg[key].get<float>();
+}
+
+// Gemma 3: sliding-window layers, from layer_types or else every layer but each
+// sliding_window_pattern-th (default 6), with their own unscaled RoPE base.
+void read_gemma3_layers(const json& cfg, const std::string& path, ModelConfig& c) {
+  const int window = positive_int(cfg, "sliding_window", path);
+  RopeSpec local;
+  local.base = number_or(cfg, "rope_local_base_freq", 10000.0f, path);
+  const json& types = cfg.contains("layer_types") ? cfg["layer_types"] : json();
+  if (!types.is_null() && (!types.is_array() || static_cast<int>(types.size()) != c.n_layers)) {
+    fail(path, ": 'layer_types' must list the ", c.n_layers, " layers");
+  }
+  const int pattern = cfg.contains("sliding_window_pattern")
+                          ? positive_int(cfg, "sliding_window_pattern", path)
+                          : 6;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const bool local_layer =
+        types.is_null() ? l % pattern < pattern - 1 : types[l] == "sliding_attention";
+    if (local_layer) c.layers[l] = {window, local};
+  }
+}
+
 ModelConfig read_config(const json& cfg, const std::string& path) {
   ModelConfig c;
   const std::string type = cfg.value("model_type", "");
@@ -39,8 +67,13 @@ ModelConfig read_config(const json& cfg, const std::string& path) {
     c.arch = Arch::Llama;
   } else if (type == "qwen2") {
     c.arch = Arch::Qwen2;
+  } else if (type == "qwen3") {
+    c.arch = Arch::Qwen3;
+  } else if (type == "gemma3_text") {
+    c.arch = Arch::Gemma3;
   } else {
-    fail(path, ": unsupported model_type '", type, "' (supported: llama, qwen2)");
+    fail(path, ": unsupported model_type '", type,
+         "' (supported: llama, mistral, qwen2, qwen3, gemma3_text)");
   }
   c.name = cfg.value("_name_or_path", type);
   c.dim = positive_int(cfg, "hidden_size", path);
@@ -54,16 +87,32 @@ ModelConfig read_config(const json& cfg, const std::string& path) {
   c.context_length = cfg.contains("max_position_embeddings")
                          ? positive_int(cfg, "max_position_embeddings", path)
                          : 2048;
-  if (c.dim % c.n_heads != 0 || c.n_heads % c.n_kv_heads != 0 || (c.dim / c.n_heads) % 2 != 0) {
+  const bool explicit_head_dim = cfg.contains("head_dim") && !cfg["head_dim"].is_null();
+  c.head_dim = explicit_head_dim ? positive_int(cfg, "head_dim", path) : c.dim / c.n_heads;
+  if ((!explicit_head_dim && c.dim % c.n_heads != 0) || c.n_heads % c.n_kv_heads != 0 ||
+      c.head_dim % 2 != 0 || c.head_dim > 4096) {
     fail(path, ": inconsistent head counts (hidden ", c.dim, ", heads ", c.n_heads, "/",
-         c.n_kv_heads, ")");
+         c.n_kv_heads, ", head size ", c.head_dim, ")");
   }
-  c.head_dim = c.dim / c.n_heads;
   c.rope_dim = c.head_dim;
-  c.rope_theta = cfg.value("rope_theta", 10000.0f);
-  c.rms_eps = cfg.value("rms_norm_eps", 1e-5f);
-  c.rope_neox = c.arch == Arch::Qwen2;  // as in GGUF; Llama Q/K rows are reordered at load
-  c.tied_output = cfg.value("tie_word_embeddings", false);
+  c.rope_theta = number_or(cfg, "rope_theta", 10000.0f, path);
+  c.rms_eps = number_or(cfg, "rms_norm_eps", 1e-5f, path);
+  // As in GGUF; Llama Q/K rows are reordered at load.
+  c.rope_neox = c.arch != Arch::Llama;
+  c.tied_output = cfg.value("tie_word_embeddings", c.arch == Arch::Gemma3);
+  const json& scaling = cfg.contains("rope_scaling") ? cfg["rope_scaling"] : json();
+  c.layers.assign(c.n_layers, LayerSpec{0, hf_rope_spec(scaling, c.rope_theta, c.rope_dim,
+                                                        c.context_length, path)});
+  if (c.arch == Arch::Gemma3) {
+    c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+    c.ffn_activation = FfnActivation::kGeluF16;
+    const float query_scalar =
+        number_or(cfg, "query_pre_attn_scalar", static_cast<float>(c.head_dim), path);
+    if (!(query_scalar > 0)) fail(path, ": 'query_pre_attn_scalar' must be positive");
+    c.attention_scale = 1.0f / std::sqrt(query_scalar);
+    c.final_logit_softcap = number_or(cfg, "final_logit_softcapping", 0.0f, path);
+    read_gemma3_layers(cfg, path, c);
+  }
   return c;
 }
 
@@ -106,6 +155,9 @@ LoadedModel load_hf_model(const std::string& dir) {
   w.output =
       c.tied_output ? w.token_embedding : expect_matrix(head, "lm_head.weight", c.dim, c.n_vocab);
   w.output_norm = load_vector(t("model.norm.weight"), "model.norm.weight", c.dim);
+  if (c.arch == Arch::Gemma3) {
+    for (float& v : w.output_norm) v += 1.0f;
+  }
 
   c.qkv_bias = t("model.layers.0.self_attn.q_proj.bias") != nullptr;
   w.layers.resize(c.n_layers);
@@ -115,9 +167,26 @@ LoadedModel load_hf_model(const std::string& dir) {
     auto matrix = [&](const std::string& n, int64_t cols, int64_t rows) {
       return expect_matrix(t(b + n), b + n, cols, rows);
     };
-    L.attn_norm = load_vector(t(b + "input_layernorm.weight"), b + "input_layernorm.weight", c.dim);
-    L.ffn_norm = load_vector(t(b + "post_attention_layernorm.weight"),
-                             b + "post_attention_layernorm.weight", c.dim);
+    // Gemma keeps its norm weights as w for a multiplier of 1 + w (GGUF files hold 1 + w).
+    auto norm = [&](const std::string& n, int64_t size) {
+      std::vector<float> values = load_vector(t(b + n), b + n, size);
+      if (c.arch == Arch::Gemma3) {
+        for (float& v : values) v += 1.0f;
+      }
+      return values;
+    };
+    L.attn_norm = norm("input_layernorm.weight", c.dim);
+    if (c.arch == Arch::Gemma3) {
+      L.attn_post_norm = norm("post_attention_layernorm.weight", c.dim);
+      L.ffn_norm = norm("pre_feedforward_layernorm.weight", c.dim);
+      L.ffn_post_norm = norm("post_feedforward_layernorm.weight", c.dim);
+    } else {
+      L.ffn_norm = norm("post_attention_layernorm.weight", c.dim);
+    }
+    if (c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3) {
+      L.q_norm = norm("self_attn.q_norm.weight", c.head_dim);
+      L.k_norm = norm("self_attn.k_norm.weight", c.head_dim);
+    }
     L.wq = matrix("self_attn.q_proj.weight", c.dim, q_dim);
     L.wk = matrix("self_attn.k_proj.weight", c.dim, c.kv_dim());
     if (c.arch == Arch::Llama) {

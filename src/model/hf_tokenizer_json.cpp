@@ -86,10 +86,34 @@ std::pair<std::string, std::string> split_merge(const json& m, const std::string
   fail(path, ": a merge is neither \"a b\" nor [a, b]");
 }
 
-// Which pre-tokeniser a byte-level tokenizer.json uses.
+// The byte-level pre-tokenisers k25 knows, by the name it gives them.
+constexpr std::pair<PreTokenizerKind, const char*> kByteLevelPreTokenizers[] = {
+    {PreTokenizerKind::Gpt2, "gpt-2"},          {PreTokenizerKind::Llama3, "llama-bpe"},
+    {PreTokenizerKind::Qwen2, "qwen2"},         {PreTokenizerKind::Qwen35, "qwen35"},
+    {PreTokenizerKind::Tekken, "tekken"},       {PreTokenizerKind::DeepseekLlm, "deepseek-llm"},
+    {PreTokenizerKind::Starcoder, "starcoder"}, {PreTokenizerKind::Falcon, "falcon"},
+};
+
+bool same_steps(PreTokenizerKind kind, const std::vector<HfPreTokenizerStep>& found) {
+  using T = HfPreTokenizerStep::Type;
+  const std::vector<HfPreTokenizerStep> expected = hf_pre_tokenizer_steps(kind);
+  if (found.size() != expected.size()) return false;
+  for (size_t i = 0; i < found.size(); ++i) {
+    // DeepSeek LLM's digits: llama.cpp groups them (\p{N}+); its vocabulary has no token of two
+    // or more digits, so grouped and individual digits give the same ids. Accept either.
+    const bool either_digits = kind == PreTokenizerKind::DeepseekLlm &&
+                               expected[i].type == T::Digits &&
+                               found[i].type == T::IndividualDigits;
+    if (!(found[i] == expected[i]) && !either_digits) return false;
+  }
+  return true;
+}
+
+// Which pre-tokeniser a byte-level tokenizer.json uses: its components, reduced to
+// HfPreTokenizerSteps, must be one of the known Sequences.
 std::string detect_pre(const std::vector<const json*>& pre, const std::string& path) {
-  std::string split_regex;
-  bool byte_level_regex = false;
+  using T = HfPreTokenizerStep::Type;
+  std::vector<HfPreTokenizerStep> steps;
   for (const json* c : pre) {
     const std::string type = c->value("type", "");
     if (type == "Split") {
@@ -97,23 +121,73 @@ std::string detect_pre(const std::vector<const json*>& pre, const std::string& p
       if (!pattern.contains("Regex") || !pattern["Regex"].is_string()) {
         fail(path, ": Split pre-tokenizer without a regex pattern");
       }
-      split_regex = pattern["Regex"].get<std::string>();
+      steps.push_back({T::Split, pattern["Regex"].get<std::string>()});
     } else if (type == "ByteLevel") {
-      byte_level_regex = c->value("use_regex", true);
+      if (c->value("use_regex", true)) steps.push_back({T::Split, gpt2_pattern()});
+    } else if (type == "Digits") {
+      steps.push_back({c->value("individual_digits", false) ? T::IndividualDigits : T::Digits, ""});
+    } else if (type == "Punctuation") {
+      const std::string behavior = c->value("behavior", "");
+      if (behavior != "Contiguous") {
+        fail(path, ": unsupported Punctuation pre-tokenizer behavior '", behavior, "'");
+      }
+      steps.push_back({T::Punctuation, ""});
     } else {
       fail(path, ": unsupported pre-tokenizer '", type, "'");
     }
   }
-  if (split_regex.empty()) {
-    if (byte_level_regex) return "gpt-2";
-    fail(path, ": byte-level tokenizer without a pre-tokenizer regex");
+  if (steps.empty()) fail(path, ": byte-level tokenizer without a pre-tokenizer regex");
+  for (auto [kind, name] : kByteLevelPreTokenizers) {
+    if (same_steps(kind, steps)) return name;
   }
-  for (auto [kind, name] : {std::pair{PreTokenizerKind::Gpt2, "gpt-2"},
-                            std::pair{PreTokenizerKind::Llama3, "llama-bpe"},
-                            std::pair{PreTokenizerKind::Qwen2, "qwen2"}}) {
-    if (split_regex == pre_tokenizer_pattern(kind)) return name;
+  // Name the first regex k25 does not know, else the combination.
+  for (const HfPreTokenizerStep& step : steps) {
+    if (step.type != T::Split) continue;
+    bool known = false;
+    for (auto [kind, name] : kByteLevelPreTokenizers) {
+      for (const HfPreTokenizerStep& k : hf_pre_tokenizer_steps(kind)) known = known || k == step;
+    }
+    if (!known) fail(path, ": unsupported pre-tokenizer regex '", step.regex, "'");
   }
-  fail(path, ": unsupported pre-tokenizer regex '", split_regex, "'");
+  fail(path, ": unsupported sequence of ", steps.size(), " pre-tokenizer steps");
+}
+
+// The pre_tokenizer Sequence of a byte-level pre-tokeniser. The GPT-2 Split is written as
+// ByteLevel(use_regex = true), as Hugging Face's own files do.
+json pre_tokenizer_json(PreTokenizerKind kind) {
+  using T = HfPreTokenizerStep::Type;
+  auto byte_level = [](bool use_regex) {
+    return json{{"type", "ByteLevel"},
+                {"add_prefix_space", false},
+                {"trim_offsets", false},
+                {"use_regex", use_regex}};
+  };
+  json steps = json::array();
+  bool regex_in_byte_level = false;
+  for (const HfPreTokenizerStep& step : hf_pre_tokenizer_steps(kind)) {
+    switch (step.type) {
+      case T::Split:
+        if (step.regex == gpt2_pattern() && !regex_in_byte_level) {
+          steps.push_back(byte_level(true));
+          regex_in_byte_level = true;
+        } else {
+          steps.push_back({{"type", "Split"},
+                           {"pattern", {{"Regex", step.regex}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}});
+        }
+        break;
+      case T::Digits:
+      case T::IndividualDigits:
+        steps.push_back({{"type", "Digits"}, {"individual_digits", step.type != T::Digits}});
+        break;
+      case T::Punctuation:
+        steps.push_back({{"type", "Punctuation"}, {"behavior", "Contiguous"}});
+        break;
+    }
+  }
+  if (!regex_in_byte_level) steps.push_back(byte_level(false));
+  return {{"type", "Sequence"}, {"pretokenizers", steps}};
 }
 
 }  // namespace
@@ -260,7 +334,7 @@ Vocab read_hf_tokenizer_json(const std::string& path) {
     v.eos = id_of(spm ? "</s>" : "<|endoftext|>");
   }
   const bool default_bos =
-      v.kind == Vocab::Kind::Spm || pre_tokenizer_from_name(v.pre) == PreTokenizerKind::Llama3;
+      v.kind == Vocab::Kind::Spm || pre_tokenizer_adds_bos(pre_tokenizer_from_name(v.pre));
   auto flag = [&](const char* key, bool fallback) {
     return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
   };
@@ -418,25 +492,21 @@ void write_hf_tokenizer_json(const Vocab& vocab, const std::string& path) {
     model["merges"] = spm_merges(vocab, index);
   } else {
     const PreTokenizerKind kind = pre_tokenizer_from_name(vocab.pre);
-    const json byte_level = {{"type", "ByteLevel"},
-                             {"add_prefix_space", false},
-                             {"trim_offsets", false},
-                             {"use_regex", false}};
+    if (!pre_tokenizer_byte_level(kind)) {
+      fail(path, ": writing a '", vocab.pre, "' vocabulary as tokenizer.json is not supported");
+    }
     root["normalizer"] = nullptr;
-    root["pre_tokenizer"] = {{"type", "Sequence"},
-                             {"pretokenizers",
-                              {{{"type", "Split"},
-                                {"pattern", {{"Regex", pre_tokenizer_pattern(kind)}}},
-                                {"behavior", "Isolated"},
-                                {"invert", false}},
-                               byte_level}}};
-    root["decoder"] = byte_level;
+    root["pre_tokenizer"] = pre_tokenizer_json(kind);
+    root["decoder"] = {{"type", "ByteLevel"},
+                       {"add_prefix_space", false},
+                       {"trim_offsets", false},
+                       {"use_regex", false}};
     model["unk_token"] = nullptr;
     model["continuing_subword_prefix"] = "";
     model["end_of_word_suffix"] = "";
     model["fuse_unk"] = false;
     model["byte_fallback"] = false;
-    model["ignore_merges"] = kind == PreTokenizerKind::Llama3;
+    model["ignore_merges"] = pre_tokenizer_ignores_merges(kind);
     model["merges"] = byte_level_merges(vocab);
   }
   root["post_processor"] = post_processor(vocab);

@@ -6,14 +6,14 @@
 #include <ostream>
 #include <string>
 
-#include "model/tensor.h"
+#include "model/quant_mixture.h"
 
 namespace k25 {
 
 struct MkModelOptions {
-  std::string shape;  // a name from mkmodel_shapes()
-  DType dtype = DType::F16;
-  std::string out_path;  // the GGUF file
+  std::string shape;             // a name from mkmodel_shapes()
+  OutType dtype = OutType::F16;  // the tensor types by the mixture of model/quant_mixture.h
+  std::string out_path;          // the GGUF file
   // Also write config.json + safetensors + tokenizer.json here (F16 only); empty: do not.
   std::string hf_dir;
   bool hf_sharded = false;  // two safetensors shards plus model.safetensors.index.json
@@ -26,7 +26,7 @@ struct MkModelOptions {
 // vocabulary, I/O failure).
 void make_model(const MkModelOptions& options);
 
-// Parses "f32", "f16", "q8_0" or "q4_0" (any case); throws k25::Error otherwise.
-DType parse_mkmodel_dtype(const std::string& text);
+// Parses an outtype ("f16", "q8_0", "q4_k_m", ...; any case); throws k25::Error otherwise.
+OutType parse_mkmodel_dtype(const std::string& text);
 
 }  // namespace k25

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model_config.h"
+#include "model/arch_params.h"
 
 namespace k25 {
 
@@ -17,8 +17,8 @@ class MkHfWriter {
   MkHfWriter(std::string dir, bool sharded) : dir_(std::move(dir)), sharded_(sharded) {}
   // shape is in Hugging Face order (outermost first, e.g. [out_features, in_features]).
   void add_f16(std::string name, std::vector<int64_t> shape, std::vector<uint16_t> data);
-  // `config.n_vocab` must be set; bos/eos ids and the vocabulary come from `vocab`.
-  void write(const ModelConfig& config, const GgufFile& vocab) const;
+  // `params.n_vocab` must be set; bos/eos ids and the vocabulary come from `vocab`.
+  void write(const ArchParams& params, const GgufFile& vocab) const;
 
  private:
   struct Tensor {
@@ -26,7 +26,7 @@ class MkHfWriter {
     std::vector<int64_t> shape;
     std::vector<uint16_t> data;
   };
-  void write_config(const ModelConfig& config, const GgufFile& vocab) const;
+  void write_config(const ArchParams& params, const GgufFile& vocab) const;
   void write_weights() const;
   std::string dir_;
   bool sharded_;

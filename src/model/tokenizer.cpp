@@ -16,14 +16,14 @@ namespace k25 {
 namespace {
 
 // Texts of control tokens that end a turn in chat models (besides EOS/EOT).
-constexpr std::array<std::string_view, 9> kEndOfTurnTexts = {
+constexpr std::array<std::string_view, 10> kEndOfTurnTexts = {
     "<|eot_id|>", "<|im_end|>",      "<|endoftext|>", "<|end|>",    "<end_of_turn>",
-    "<|eom_id|>", "<|end_of_text|>", "<EOT>",         "<|return|>",
+    "<|eom_id|>", "<|end_of_text|>", "<EOT>",         "<|return|>", "<turn|>",
 };
 
 bool default_add_bos(Vocab::Kind kind, const std::string& pre) {
   if (kind == Vocab::Kind::Spm) return true;
-  return pre_tokenizer_from_name(pre) == PreTokenizerKind::Llama3;
+  return pre_tokenizer_adds_bos(pre_tokenizer_from_name(pre));
 }
 
 void check_id(int64_t id, size_t n_vocab, const char* name) {
@@ -53,6 +53,7 @@ struct Tokenizer::Impl {
   std::optional<SpmModel> spm;
   std::optional<BpeModel> bpe;
   PreTokenizerKind pre = PreTokenizerKind::Gpt2;
+  bool byte_level = false;  // BPE token texts use GPT-2's byte-to-unicode map
   // Special tokens by first byte, longest first.
   std::array<std::vector<Special>, 256> specials;
   std::unordered_set<TokenId> end_of_generation;
@@ -86,8 +87,9 @@ Tokenizer::Tokenizer(Vocab vocab) : vocab_(std::move(vocab)), impl_(std::make_un
     impl.spm.emplace(vocab_, impl.index);
   } else {
     impl.pre = pre_tokenizer_from_name(vocab_.pre);
-    // Llama 3 emits a word as one token when the whole word is in the vocabulary.
-    impl.bpe.emplace(vocab_.merges, impl.index, impl.pre == PreTokenizerKind::Llama3);
+    impl.byte_level = pre_tokenizer_byte_level(impl.pre);
+    impl.bpe.emplace(vocab_.merges, impl.index,
+                     BpeModel::Options{impl.byte_level, pre_tokenizer_ignores_merges(impl.pre)});
   }
   for (size_t i = 0; i < n; ++i) {
     const TokenType type = vocab_.types[i];
@@ -119,12 +121,14 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   const std::string model = file.get_string("tokenizer.ggml.model");
   if (model == "llama") {
     v.kind = Vocab::Kind::Spm;
-  } else if (model == "gpt2") {
+  } else if (model == "gpt2" || model == "gemma4") {
     v.kind = Vocab::Kind::Bpe;
   } else {
-    fail(file.path(), ": unsupported tokenizer.ggml.model '", model, "' (expected llama or gpt2)");
+    fail(file.path(), ": unsupported tokenizer.ggml.model '", model,
+         "' (expected llama, gpt2 or gemma4)");
   }
-  v.pre = file.get_string_or("tokenizer.ggml.pre", "default");
+  // Gemma 4 files carry no pre-tokenizer name: the model implies it (as in llama.cpp).
+  v.pre = model == "gemma4" ? "gemma4" : file.get_string_or("tokenizer.ggml.pre", "default");
   v.tokens = file.get_string_array("tokenizer.ggml.tokens");
   const size_t n = v.tokens.size();
   if (file.has("tokenizer.ggml.scores")) {
@@ -154,6 +158,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   v.pad = gguf_id(file, "tokenizer.ggml.padding_token_id", n);
   try {
     v.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token", default_add_bos(v.kind, v.pre));
+    // llama.cpp always adds BOS for Gemma 4, whatever the file says.
+    if (model == "gemma4") v.add_bos = true;
   } catch (const Error& e) {
     fail(file.path(), ": ", e.what());
   }
@@ -183,8 +189,14 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
       if (vocab_.add_space_prefix && after_special) prefixed += ' ';
       prefixed.append(plain);
       impl.spm->encode(spm_escape_spaces(prefixed), out);
-    } else {
+    } else if (impl.byte_level) {
       for (std::string_view word : pre_tokenize(impl.pre, plain)) {
+        impl.bpe->encode_word(word, vocab_.unk, out);
+      }
+    } else {
+      // SentencePiece-style BPE (Gemma 4): spaces are "▁" in the token texts.
+      const std::string escaped = spm_escape_spaces(plain);
+      for (std::string_view word : pre_tokenize(impl.pre, escaped)) {
         impl.bpe->encode_word(word, vocab_.unk, out);
       }
     }
@@ -221,7 +233,7 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
     case TokenType::Unused:
       return std::string();
     case TokenType::Byte:
-      if (vocab_.kind == Vocab::Kind::Spm) {
+      if (!impl_->byte_level) {
         const int byte = parse_byte_token(text);
         return byte >= 0 ? std::string(1, static_cast<char>(byte)) : text;
       }
@@ -229,7 +241,7 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
     case TokenType::Normal:
       break;
   }
-  if (vocab_.kind == Vocab::Kind::Bpe) return byte_level_decode(text);
+  if (impl_->byte_level) return byte_level_decode(text);
   std::string out;
   out.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {

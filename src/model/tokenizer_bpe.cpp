@@ -1,5 +1,6 @@
 #include "model/tokenizer_bpe.h"
 
+#include <cstdio>
 #include <queue>
 
 #include "model/unicode.h"
@@ -49,14 +50,19 @@ std::string byte_level_decode(std::string_view text) {
   return out;
 }
 
-BpeModel::BpeModel(const std::vector<std::string>& merges, const TokenIndex& index,
-                   bool ignore_merges)
-    : index_(index), ignore_merges_(ignore_merges) {
+BpeModel::BpeModel(const std::vector<std::string>& merges, const TokenIndex& index, Options options)
+    : index_(index), options_(options) {
   const auto& table = byte_level_codepoints();
   for (int b = 0; b < 256; ++b) {
-    std::string ch;
-    unicode::append_utf8(ch, table[b]);
-    byte_ids_[b] = index.find(ch);
+    if (options.byte_level) {
+      std::string ch;
+      unicode::append_utf8(ch, table[b]);
+      byte_ids_[b] = index.find(ch);
+    } else {
+      char name[8];
+      std::snprintf(name, sizeof(name), "<0x%02X>", b);
+      byte_ids_[b] = index.find(name);
+    }
   }
   merges_.reserve(merges.size());
   std::string joined;
@@ -76,20 +82,27 @@ BpeModel::BpeModel(const std::vector<std::string>& merges, const TokenIndex& ind
   }
 }
 
+TokenId BpeModel::whole_word(std::string_view word) const {
+  if (options_.byte_level) {
+    return options_.ignore_merges ? index_.find(byte_level_encode(word)) : -1;
+  }
+  const bool newlines = word.find_first_not_of('\n') == std::string_view::npos;
+  return options_.ignore_merges || newlines ? index_.find(word) : -1;
+}
+
 void BpeModel::encode_word(std::string_view word, TokenId unk, std::vector<TokenId>& out) const {
   if (word.empty()) return;
-  if (ignore_merges_) {
-    const TokenId whole = index_.find(byte_level_encode(word));
-    if (whole >= 0) {
-      out.push_back(whole);
-      return;
-    }
+  if (const TokenId whole = whole_word(word); whole >= 0) {
+    out.push_back(whole);
+    return;
   }
-  // Symbols start as one per byte, in a linked list; a heap of candidate merges ordered by
-  // (rank, position) picks the best one. Stale candidates are detected by their ids.
+  // Symbols start as one per byte (byte-level) or per UTF-8 character (raw), in a linked list;
+  // a heap of candidate merges ordered by (rank, position) picks the best one. Stale candidates
+  // are detected by their ids.
   struct Symbol {
-    TokenId id;
+    TokenId id;  // -1: not a token (raw) or merged away (dead)
     int32_t prev, next;
+    uint32_t start, length;
   };
   struct Candidate {
     int32_t rank, left;
@@ -98,11 +111,18 @@ void BpeModel::encode_word(std::string_view word, TokenId unk, std::vector<Token
       return rank != o.rank ? rank > o.rank : left > o.left;
     }
   };
-  const int32_t n = static_cast<int32_t>(word.size());
-  std::vector<Symbol> sym(n);
-  for (int32_t i = 0; i < n; ++i) {
-    sym[i] = {byte_ids_[static_cast<uint8_t>(word[i])], i - 1, i + 1 < n ? i + 1 : -1};
+  std::vector<Symbol> sym;
+  sym.reserve(word.size());
+  for (size_t pos = 0; pos < word.size();) {
+    const size_t len = options_.byte_level ? 1 : unicode::decode_utf8(word, pos).length;
+    const TokenId id = options_.byte_level ? byte_ids_[static_cast<uint8_t>(word[pos])]
+                                           : index_.find(word.substr(pos, len));
+    const int32_t i = static_cast<int32_t>(sym.size());
+    sym.push_back({id, i - 1, pos + len < word.size() ? i + 1 : -1, static_cast<uint32_t>(pos),
+                   static_cast<uint32_t>(len)});
+    pos += len;
   }
+  const int32_t n = static_cast<int32_t>(sym.size());
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto consider = [&](int32_t left) {
     if (left < 0) return;
@@ -119,6 +139,7 @@ void BpeModel::encode_word(std::string_view word, TokenId unk, std::vector<Token
     if (left.id != c.left_id || left.next < 0 || sym[left.next].id != c.right_id) continue;
     const Symbol right = sym[left.next];
     left.id = merges_.at(pair_key(c.left_id, c.right_id)).result;
+    left.length += right.length;
     sym[left.next].id = -1;  // dead
     left.next = right.next;
     if (right.next >= 0) sym[right.next].prev = c.left;
@@ -128,6 +149,10 @@ void BpeModel::encode_word(std::string_view word, TokenId unk, std::vector<Token
   for (int32_t i = 0; i >= 0 && i < n; i = sym[i].next) {
     if (sym[i].id >= 0) {
       out.push_back(sym[i].id);
+    } else if (!options_.byte_level) {
+      for (char c : word.substr(sym[i].start, sym[i].length)) {
+        if (const TokenId b = byte_ids_[static_cast<uint8_t>(c)]; b >= 0) out.push_back(b);
+      }
     } else if (unk >= 0) {
       out.push_back(unk);
     }

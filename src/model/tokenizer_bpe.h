@@ -1,4 +1,5 @@
-// Byte-level BPE (GPT-2 style): bytes map to printable code points, then merges apply by rank.
+// BPE by merge rank. Byte-level (GPT-2 style): bytes map to printable code points first. Raw
+// (Gemma 4): merges apply to UTF-8 characters and unknown characters fall back to "<0xNN>" tokens.
 #pragma once
 
 #include <array>
@@ -22,12 +23,18 @@ std::string byte_level_decode(std::string_view text);
 
 class BpeModel {
  public:
+  struct Options {
+    bool byte_level = true;
+    bool ignore_merges = false;  // a word that is a token is emitted whole (Llama 3)
+  };
   // merges: "left right" strings in priority order. Merges whose parts or result are not
   // tokens can never apply and are dropped.
-  BpeModel(const std::vector<std::string>& merges, const TokenIndex& index, bool ignore_merges);
+  BpeModel(const std::vector<std::string>& merges, const TokenIndex& index, Options options);
 
-  // Appends the ids of one pre-tokenised word (raw bytes). Bytes whose byte-level character is
-  // not a token become `unk` (skipped when unk < 0).
+  // Appends the ids of one pre-tokenised word (raw bytes). Byte-level: bytes whose character is
+  // not a token become `unk` (skipped when unk < 0). Raw: characters that no token covers become
+  // their bytes' "<0xNN>" tokens (skipped when absent); a word of newlines that is a token is
+  // emitted whole, as llama.cpp does for Gemma 4.
   void encode_word(std::string_view word, TokenId unk, std::vector<TokenId>& out) const;
 
  private:
@@ -40,9 +47,11 @@ class BpeModel {
            static_cast<uint32_t>(right);
   }
 
+  TokenId whole_word(std::string_view word) const;
+
   const TokenIndex& index_;
-  bool ignore_merges_;
-  std::array<TokenId, 256> byte_ids_{};
+  Options options_;
+  std::array<TokenId, 256> byte_ids_{};  // byte-level: each byte's character; raw: "<0xNN>"
   std::unordered_map<uint64_t, Merge> merges_;
 };
 

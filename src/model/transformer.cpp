@@ -24,31 +24,10 @@ void add_bias(float* rows, const std::vector<float>& bias, int n_rows) {
 
 Transformer::Transformer(LoadedModel loaded) : model_(std::move(loaded)) {
   const ModelConfig& c = model_.config;
-  // theta_i = base^(-2i / rope_dim), computed as llama.cpp does (repeated float products).
-  const float scale = std::pow(c.rope_theta, -2.0f / static_cast<float>(c.rope_dim));
-  float theta = 1.0f;
-  for (int i = 0; i < c.rope_dim / 2; ++i) {
-    rope_inv_freq_.push_back(theta);
-    theta *= scale;
+  if (static_cast<int>(c.layers.size()) != c.n_layers) {
+    fail("model '", c.name, "' describes ", c.layers.size(), " layers, expected ", c.n_layers);
   }
-}
-
-void Transformer::rope(float* vec, int n_heads, int pos) const {
-  const ModelConfig& c = model_.config;
-  const int half = c.rope_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const float angle = static_cast<float>(pos) * rope_inv_freq_[i];
-    const float cos_a = std::cos(angle), sin_a = std::sin(angle);
-    for (int h = 0; h < n_heads; ++h) {
-      float* head = vec + static_cast<size_t>(h) * c.head_dim;
-      // Adjacent pairs (GGUF Llama layout) or the two halves (Qwen2 / Hugging Face layout).
-      float* a = c.rope_neox ? head + i : head + 2 * i;
-      float* b = c.rope_neox ? head + i + half : head + 2 * i + 1;
-      const float x0 = *a, x1 = *b;
-      *a = x0 * cos_a - x1 * sin_a;
-      *b = x0 * sin_a + x1 * cos_a;
-    }
-  }
+  for (const LayerSpec& spec : c.layers) rope_.emplace_back(spec.rope, c.rope_dim);
 }
 
 void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
@@ -66,24 +45,7 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
   const ModelWeights& w = model_.weights;
   const int n = static_cast<int>(batch.size());
   if (n == 0) return;
-  const size_t dim = c.dim;
-  x_.resize(n * dim);
-  xn_.resize(n * dim);
-
-  const size_t embd_row_bytes = row_bytes(w.token_embedding.type, c.dim);
-  for (int t = 0; t < n; ++t) {
-    const BatchToken& bt = batch[t];
-    if (bt.token < 0 || bt.token >= c.n_vocab) {
-      fail("token id ", bt.token, " is outside the vocabulary (", c.n_vocab, " tokens)");
-    }
-    if (bt.pos < 0 || bt.pos >= c.context_length) {
-      fail("position ", bt.pos, " is outside the context (", c.context_length, " tokens)");
-    }
-    kv.reserve(bt.seq, bt.pos + 1);
-    const auto* row =
-        static_cast<const uint8_t*>(w.token_embedding.data) + bt.token * embd_row_bytes;
-    dequantize_row(w.token_embedding.type, row, x_.data() + t * dim, c.dim);
-  }
+  embed(batch, kv);
 
   for (int l = 0; l < c.n_layers; ++l) {
     const bool attention_on = plan == nullptr || (plan->attention(l) && plan->heads_on(l) > 0);
@@ -95,13 +57,46 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
     if (plan == nullptr || plan->ffn(l)) ffn_block(l, n, pool);
   }
 
+  const size_t dim = c.dim;
   int n_out = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].want_logits) continue;
     rmsnorm(xn_.data() + n_out * dim, x_.data() + t * dim, w.output_norm.data(), c.dim, c.rms_eps);
     ++n_out;
   }
-  if (n_out > 0) matmul(w.output, xn_.data(), n_out, logits, pool);
+  if (n_out == 0) return;
+  matmul(w.output, xn_.data(), n_out, logits, pool);
+  if (c.final_logit_softcap > 0) {
+    const float cap = c.final_logit_softcap, inv_cap = 1.0f / cap;
+    const size_t n_logits = static_cast<size_t>(n_out) * c.n_vocab;
+    for (size_t i = 0; i < n_logits; ++i) logits[i] = std::tanh(logits[i] * inv_cap) * cap;
+  }
+}
+
+void Transformer::embed(const std::vector<BatchToken>& batch, KvCache& kv) {
+  const ModelConfig& c = model_.config;
+  const TensorView& embedding = model_.weights.token_embedding;
+  const int n = static_cast<int>(batch.size());
+  const size_t dim = c.dim;
+  x_.resize(n * dim);
+  xn_.resize(n * dim);
+  const size_t embd_row_bytes = row_bytes(embedding.type, c.dim);
+  for (int t = 0; t < n; ++t) {
+    const BatchToken& bt = batch[t];
+    if (bt.token < 0 || bt.token >= c.n_vocab) {
+      fail("token id ", bt.token, " is outside the vocabulary (", c.n_vocab, " tokens)");
+    }
+    if (bt.pos < 0 || bt.pos >= c.context_length) {
+      fail("position ", bt.pos, " is outside the context (", c.context_length, " tokens)");
+    }
+    kv.reserve(bt.seq, bt.pos + 1);
+    const auto* row = static_cast<const uint8_t*>(embedding.data) + bt.token * embd_row_bytes;
+    float* x = x_.data() + t * dim;
+    dequantize_row(embedding.type, row, x, c.dim);
+    if (c.embedding_scale != 1.0f) {
+      for (size_t i = 0; i < dim; ++i) x[i] *= c.embedding_scale;
+    }
+  }
 }
 
 void Transformer::attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
@@ -124,11 +119,9 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   if (!kv_only) add_bias(q_.data(), L.bq, n);
   add_bias(k_.data(), L.bk, n);
   add_bias(v_.data(), L.bv, n);
-
+  position_qk(layer, batch, kv_only);
   for (int t = 0; t < n; ++t) {
     const BatchToken& bt = batch[t];
-    if (!kv_only) rope(q_.data() + t * q_dim, c.n_heads, bt.pos);
-    rope(k_.data() + t * kv_dim, c.n_kv_heads, bt.pos);
     kv.store(bt.seq, layer, bt.pos, k_.data() + t * kv_dim, v_.data() + t * kv_dim,
              static_cast<int>(kv_dim));
   }
@@ -138,10 +131,49 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   attend(layer, batch, kv, pool, plan);
   // A masked head's output is zero, so it adds nothing through wo (wo itself still runs whole).
   matmul(L.wo, attn_.data(), n, xn_.data(), pool);
-  for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
+  add_residual(L.attn_post_norm, n);
 }
 
-// Causal attention of every (token, head) pair over its own sequence's positions 0..pos. A task
+void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, bool kv_only) {
+  const ModelConfig& c = model_.config;
+  const LayerWeights& L = model_.weights.layers[layer];
+  const int n = static_cast<int>(batch.size()), hd = c.head_dim;
+  const size_t q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
+  // Per-head RMSNorm, in place (rmsnorm reads each element before writing it).
+  const auto norm_heads = [&](float* heads, int n_heads, const std::vector<float>& weight) {
+    if (weight.empty()) return;
+    for (int h = 0; h < n_heads; ++h) {
+      float* head = heads + static_cast<size_t>(h) * hd;
+      rmsnorm(head, head, weight.data(), hd, c.rms_eps);
+    }
+  };
+  cos_sin_.resize(c.rope_dim);
+  for (int t = 0; t < n; ++t) {
+    float* q = q_.data() + t * q_dim;
+    float* k = k_.data() + t * kv_dim;
+    rope_[layer].cos_sin(batch[t].pos, cos_sin_.data());
+    if (!kv_only) {
+      norm_heads(q, c.n_heads, L.q_norm);
+      apply_rope(q, c.n_heads, hd, c.rope_dim, c.rope_neox, cos_sin_.data());
+    }
+    norm_heads(k, c.n_kv_heads, L.k_norm);
+    apply_rope(k, c.n_kv_heads, hd, c.rope_dim, c.rope_neox, cos_sin_.data());
+  }
+}
+
+void Transformer::add_residual(const std::vector<float>& post_norm, int n) {
+  const ModelConfig& c = model_.config;
+  const size_t dim = c.dim;
+  for (int t = 0; t < n; ++t) {
+    float* y = xn_.data() + t * dim;
+    if (!post_norm.empty()) rmsnorm(y, y, post_norm.data(), c.dim, c.rms_eps);
+    add_inplace(x_.data() + t * dim, y, c.dim);
+  }
+}
+
+// Causal attention of every (token, head) pair over its own sequence's positions 0..pos, or the
+// last sliding_window of them on a sliding-window layer (older positions may still be cached, they
+// are just not read). A task
 // is one KV head with the query heads that share it, for up to kQueriesPerTask / group
 // consecutive tokens of one sequence, so attend_queries reads each cached key and value once for
 // all of them (a prefill chunk's tokens share their sequence's cache). Threads take tasks from
@@ -152,7 +184,12 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   const int n = static_cast<int>(batch.size());
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
   const int group = c.n_heads / c.n_kv_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const float scale =
+      c.attention_scale > 0 ? c.attention_scale : 1.0f / std::sqrt(static_cast<float>(hd));
+  const int window = c.layers[layer].sliding_window;
+  const auto first_pos = [&](int t) {
+    return window > 0 ? std::max(0, batch[t].pos - window + 1) : 0;
+  };
   const KvDtype dtype = kv.dtype();
   const size_t element_bytes = kv_dtype_bytes(dtype);
   constexpr int kQueriesPerTask = 48;
@@ -185,7 +222,7 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     int t1 = t0 + 1;
     while (t1 < n && t1 - t0 < tokens_per_task && batch[t1].seq == batch[t0].seq) ++t1;
     int64_t cost = 0;
-    for (int t = t0; t < t1; ++t) cost += batch[t].pos + 1;
+    for (int t = t0; t < t1; ++t) cost += batch[t].pos + 1 - first_pos(t);
     for (int g : kv_heads) tasks.push_back({t0, t1, g, cost});
     work += cost * active_q_dim;
     t0 = t1;
@@ -204,18 +241,21 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
       const Task& task = tasks[i];
       const int seq = batch[task.t0].seq;
       const size_t head_offset = static_cast<size_t>(task.kv_head) * hd * element_bytes;
+      // Positions count from the first one any of the task's queries attends to.
+      int origin = first_pos(task.t0), n_pos = 0;
+      for (int t = task.t0; t < task.t1; ++t) origin = std::min(origin, first_pos(t));
       queries.clear();
-      int n_pos = 0;
       for (int t = task.t0; t < task.t1; ++t) {
         n_pos = std::max(n_pos, batch[t].pos + 1);
         for (int h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
           if (!head_on(h)) continue;
           const size_t off = static_cast<size_t>(t) * q_dim + h * hd;
-          queries.push_back({q_.data() + off, batch[t].pos + 1, attn_.data() + off});
+          queries.push_back({q_.data() + off, batch[t].pos + 1 - origin, attn_.data() + off,
+                             first_pos(t) - origin});
         }
       }
       spans.clear();
-      for (int p = 0; p < n_pos;) {
+      for (int p = origin; p < n_pos;) {
         int run_keys = 0, run_values = 0;
         const std::byte* keys = kv.key_rows(seq, layer, p, &run_keys);
         const std::byte* values = kv.value_rows(seq, layer, p, &run_values);
@@ -237,17 +277,31 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
 void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
-  const size_t dim = c.dim, ffn = c.ffn_dim;
-  gate_.resize(n * ffn);
-  up_.resize(n * ffn);
+  const size_t dim = c.dim;
   for (int t = 0; t < n; ++t) {
     rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.ffn_norm.data(), c.dim, c.rms_eps);
   }
+  if (L.moe.empty()) {
+    dense_ffn(L, n, pool);
+  } else {
+    moe_ffn_.forward(L.moe, c.n_experts_used, xn_.data(), n, xn_.data(), pool);
+  }
+  add_residual(L.ffn_post_norm, n);
+}
+
+void Transformer::dense_ffn(const LayerWeights& L, int n, ThreadPool& pool) {
+  const ModelConfig& c = model_.config;
+  const size_t ffn = c.ffn_dim;
+  gate_.resize(n * ffn);
+  up_.resize(n * ffn);
   matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
   matmul(L.w_up, xn_.data(), n, up_.data(), pool);
-  silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
+  if (c.ffn_activation == FfnActivation::kGeluF16) {
+    gelu_f16_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
+  } else {
+    silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
+  }
   matmul(L.w_down, gate_.data(), n, xn_.data(), pool);
-  for (int t = 0; t < n; ++t) add_inplace(x_.data() + t * dim, xn_.data() + t * dim, c.dim);
 }
 
 }  // namespace k25

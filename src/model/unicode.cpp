@@ -5,7 +5,6 @@
 #include "model/unicode_tables.h"
 
 namespace k25::unicode {
-namespace {
 
 bool in_ranges(const CodepointRange* table, size_t count, uint32_t cp) {
   const CodepointRange* end = table + count;
@@ -14,8 +13,6 @@ bool in_ranges(const CodepointRange* table, size_t count, uint32_t cp) {
       table, end, cp, [](const CodepointRange& r, uint32_t c) { return r.last < c; });
   return it != end && it->first <= cp;
 }
-
-}  // namespace
 
 Utf8Step decode_utf8(std::string_view s, size_t pos) {
   const auto byte = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
@@ -82,6 +79,24 @@ bool is_number(uint32_t cp) {
 bool is_whitespace(uint32_t cp) {
   if (cp < 0x80) return cp == ' ' || (cp >= 0x09 && cp <= 0x0D);
   return in_ranges(kWhitespaceRanges, kWhitespaceRangesCount, cp);
+}
+
+bool is_mark(uint32_t cp) {
+  return cp >= 0x80 && in_ranges(kMarkRanges, kMarkRangesCount, cp);
+}
+
+bool is_punctuation(uint32_t cp) {
+  return in_ranges(kPunctuationRanges, kPunctuationRangesCount, cp);
+}
+
+bool is_upper_or_title(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z';
+  return in_ranges(kUpperTitleRanges, kUpperTitleRangesCount, cp);
+}
+
+bool is_lowercase(uint32_t cp) {
+  if (cp < 0x80) return cp >= 'a' && cp <= 'z';
+  return in_ranges(kLowercaseRanges, kLowercaseRangesCount, cp);
 }
 
 }  // namespace k25::unicode

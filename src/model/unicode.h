@@ -25,8 +25,12 @@ Utf8Step decode_utf8(std::string_view s, size_t pos);
 // Appends the UTF-8 encoding of cp (which must be a scalar value) to out.
 void append_utf8(std::string& out, uint32_t cp);
 
-bool is_letter(uint32_t cp);      // \p{L}
-bool is_number(uint32_t cp);      // \p{N}
-bool is_whitespace(uint32_t cp);  // \s (White_Space)
+bool is_letter(uint32_t cp);          // \p{L}
+bool is_number(uint32_t cp);          // \p{N}
+bool is_whitespace(uint32_t cp);      // \s (White_Space)
+bool is_mark(uint32_t cp);            // \p{M}
+bool is_punctuation(uint32_t cp);     // \p{P}
+bool is_upper_or_title(uint32_t cp);  // \p{Lu} or \p{Lt}
+bool is_lowercase(uint32_t cp);       // \p{Ll}
 
 }  // namespace k25::unicode

@@ -1,29 +1,13 @@
 #include "model/weights.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <thread>
 
 #include "kernels/quant.h"
 #include "util/error.h"
+#include "util/mapped_file.h"
 
 namespace k25 {
-
-namespace {
-
-// Drops the whole pages inside [data, data + bytes) of a read-only file mapping from memory.
-void release_mapped_pages(const void* data, size_t bytes) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = (begin + bytes) / page * page;
-  // Failure only leaves the pages resident.
-  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-}
-
-}  // namespace
 
 void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
   ModelWeights& w = m.weights;
@@ -33,6 +17,9 @@ void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
   };
   for (LayerWeights& L : w.layers) {
     for (TensorView* t : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) add(*t);
+    for (auto* experts : {&L.moe.gate, &L.moe.up, &L.moe.down}) {
+      for (TensorView& t : *experts) add(t);
+    }
   }
   add(w.output);
   if (views.empty()) return;

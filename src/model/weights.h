@@ -1,5 +1,5 @@
-// The weights of a Llama-family transformer, as views into the model file(s), whatever the
-// format. Small vectors (norm weights, biases) are converted to float once at load.
+// The weights of a transformer (Llama, Qwen2/3, Gemma 3), as views into the model file(s), whatever
+// the format. Small vectors (norm weights, biases) are converted to float once at load.
 #pragma once
 
 #include <memory>
@@ -7,16 +7,22 @@
 
 #include "kernels/repack.h"
 #include "model/model_config.h"
+#include "model/moe_ffn.h"
 #include "model/tensor.h"
 #include "model/tokenizer.h"
 
 namespace k25 {
 
+// Optional weights are empty vectors where an architecture has none.
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
-  std::vector<float> bq, bk, bv;  // empty without QKV bias
-  TensorView wq, wk, wv, wo;      // [rows = output dim][cols = input dim]
-  TensorView w_gate, w_up, w_down;
+  std::vector<float> bq, bk, bv;      // QKV biases (Qwen2)
+  std::vector<float> q_norm, k_norm;  // per-head RMSNorm of Q and K, head_dim (Qwen3, Gemma 3)
+  std::vector<float> attn_post_norm;  // RMSNorm of the attention output (Gemma 3)
+  std::vector<float> ffn_post_norm;   // RMSNorm of the FFN output (Gemma 3)
+  TensorView wq, wk, wv, wo;          // [rows = output dim][cols = input dim]
+  TensorView w_gate, w_up, w_down;    // the dense FFN, when moe is empty
+  MoeWeights moe;
 };
 
 struct ModelWeights {

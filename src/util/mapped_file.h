@@ -27,4 +27,8 @@ class MappedFile {
   size_t size_;
 };
 
+// Drops the whole pages inside [data, data + bytes) of a read-only file mapping from memory (they
+// are read again from the file if touched); failure only leaves them resident.
+void release_mapped_pages(const void* data, size_t bytes);
+
 }  // namespace k25

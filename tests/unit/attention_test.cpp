@@ -20,6 +20,7 @@ struct Case {
   std::vector<float> keys, values;  // n_cached rows of kv_stride floats
   std::vector<float> q;             // n_queries x head_dim
   std::vector<int> n_pos;
+  std::vector<int> first;  // the first position each query attends to
 };
 
 Case make_case(int head_dim, int n_cached, int n_queries, std::mt19937& rng) {
@@ -35,6 +36,7 @@ Case make_case(int head_dim, int n_cached, int n_queries, std::mt19937& rng) {
   c.q.resize(static_cast<size_t>(n_queries) * head_dim);
   for (auto& v : c.q) v = 2.0f * g(rng);
   for (int i = 0; i < n_queries; ++i) c.n_pos.push_back(i == 0 ? n_cached : pos(rng));
+  c.first.assign(n_queries, 0);
   return c;
 }
 
@@ -56,26 +58,27 @@ void check_case(const Case& c, int n_cached, int span_len) {
   std::vector<float> out(static_cast<size_t>(n_queries) * hd, NAN);
   std::vector<AttentionQuery> queries;
   for (int i = 0; i < n_queries; ++i) {
-    queries.push_back({c.q.data() + i * hd, c.n_pos[i], out.data() + i * hd});
+    queries.push_back({c.q.data() + i * hd, c.n_pos[i], out.data() + i * hd, c.first[i]});
   }
   const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
   std::vector<float> scratch;
   attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
                  c.kv_stride, hd, scale, scratch);
   for (int i = 0; i < n_queries; ++i) {
-    std::vector<double> w(c.n_pos[i]);
+    std::vector<double> w(c.n_pos[i], 0.0);
     double max = -INFINITY;
-    for (int p = 0; p < c.n_pos[i]; ++p) {
+    for (int p = c.first[i]; p < c.n_pos[i]; ++p) {
       double dot = 0.0;
       for (int d = 0; d < hd; ++d) dot += double{c.q[i * hd + d]} * c.keys[p * c.kv_stride + d];
       w[p] = dot * scale;
       max = std::max(max, w[p]);
     }
     double sum = 0.0;
-    for (double& v : w) sum += (v = std::exp(v - max));
+    for (int p = c.first[i]; p < c.n_pos[i]; ++p) sum += (w[p] = std::exp(w[p] - max));
     for (int d = 0; d < hd; ++d) {
       double ref = 0.0;
-      for (int p = 0; p < c.n_pos[i]; ++p) ref += w[p] / sum * c.values[p * c.kv_stride + d];
+      for (int p = c.first[i]; p < c.n_pos[i]; ++p)
+        ref += w[p] / sum * c.values[p * c.kv_stride + d];
       ASSERT_NEAR(out[i * hd + d], ref, 2e-5)
           << "head_dim " << hd << " cached " << n_cached << " span " << span_len << " query " << i
           << " of " << n_queries << " n_pos " << c.n_pos[i] << " dim " << d;
@@ -91,6 +94,18 @@ TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
         const Case c = make_case(head_dim, n_cached, n_queries, rng);
         for (int span_len : {1, 5, 64}) check_case(c, n_cached, span_len);
       }
+    }
+  }
+}
+
+// Sliding-window layers: each query attends to [first, n_pos) only.
+TEST(AttentionTest, QueriesAttendOnlyFromTheirFirstPosition) {
+  std::mt19937 rng(14);
+  for (int head_dim : {8, 64}) {
+    for (int n_queries : {1, 5, 9}) {
+      Case c = make_case(head_dim, 150, n_queries, rng);
+      for (int i = 0; i < n_queries; ++i) c.first[i] = std::max(0, c.n_pos[i] - 1 - 7 * i);
+      for (int span_len : {1, 16, 150}) check_case(c, 150, span_len);
     }
   }
 }

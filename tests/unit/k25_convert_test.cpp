@@ -86,6 +86,51 @@ TEST_F(K25Convert, WritesTheLayoutAndTheServerLoadsIt) {
   const FlashResult r = planner.plan(in, false);
   EXPECT_EQ(r.fingerprint.domain, "stories");
   EXPECT_EQ(r.fingerprint.source, DomainSource::SimHash);
+
+  // model.gguf is a file of its own, not a link to the input, and carries the gates itself.
+  EXPECT_EQ(fs::hard_link_count(out_ / "model.gguf"), 1u);
+  EXPECT_EQ(config["k25_config"]["outtype"], "copy");
+  fs::remove_all(out_ / "k25_metadata");
+  FlashPlanner from_gguf(model->config(), out_.string(), FlashOptions{});
+  ASSERT_TRUE(from_gguf.has_metadata());
+  EXPECT_TRUE(from_gguf.knows_domain("stories"));
+  EXPECT_EQ(from_gguf.plan(in, false).fingerprint.domain, "stories");
+}
+
+TEST_F(K25Convert, QuantisesWithoutCalibrationAndRejectsAnUnknownOuttype) {
+  options_.enable_gated_pruning = false;
+  options_.calibration.clear();
+  options_.outtype = "q8_0";
+  std::ostringstream log, progress;
+  options_.progress = &progress;
+  ASSERT_EQ(run_convert(options_, log), 0) << log.str();
+  EXPECT_NE(progress.str().find("wrote 48 tensors"), std::string::npos) << progress.str();
+  auto model = Model::load(out_.string());
+  EXPECT_EQ(model->config().n_layers, 5);
+  std::ifstream cfg(out_ / "config.json");
+  const nlohmann::json config = nlohmann::json::parse(cfg);
+  EXPECT_EQ(config["k25_config"]["outtype"], "q8_0");
+  EXPECT_EQ(config["num_hidden_layers"], 5);
+  fs::remove_all(out_);
+  options_.outtype = "q9_9";
+  try {
+    run_convert(options_, log);
+    FAIL() << "unknown outtype accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown outtype 'q9_9'"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(out_));
+  // The Q8_0 file cannot become Q4_0: one error, and no output directory left behind.
+  const fs::path q8 = fs::temp_directory_path() / ("k25_convert_q8_" + std::to_string(getpid()));
+  options_.outtype = "q8_0";
+  options_.output_path = q8.string();
+  ASSERT_EQ(run_convert(options_, log), 0);
+  options_.model_path = (q8 / "model.gguf").string();
+  options_.output_path = out_.string();
+  options_.outtype = "q4_0";
+  EXPECT_THROW(run_convert(options_, log), Error);
+  EXPECT_FALSE(fs::exists(out_));
+  fs::remove_all(q8);
 }
 
 TEST_F(K25Convert, RefusesARatioThatLosesQualityAndNamesOneThatPasses) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/quant.h"
 #include "kernels/quant_simd.h"
 #include "kv/io_uring_file.h"
 #include "kv/l1_window_cache.h"
@@ -152,12 +153,16 @@ TEST(KvDtype, ServerConfigKeyAndFlag) {
   EXPECT_TRUE(has_flag);
 }
 
-// Attention reads F16 rows in place of F32 rows rounded to F16 first, bit for bit: widening is
-// exact and the float operations are the same, on the blocked path (head sizes 64, 128) and the
-// portable one (8, 40).
-TEST(KvDtype, AttentionOverF16RowsEqualsAttentionOverRoundedF32Rows) {
+// With an F16 cache, attention computes what llama.cpp's F16-cache attention computes: scores of
+// the query rounded to F16 with the F16 keys, softmax probabilities rounded to F16, their sum
+// with the F16 values (checked against a double-precision model of that arithmetic), on the
+// blocked path (head sizes 64, 128) and the portable one (8, 40).
+TEST(KvDtype, AttentionOverF16RowsRoundsQueriesAndProbabilitiesToF16) {
   std::mt19937 rng(21);
   std::normal_distribution<float> g(0.0f, 1.0f);
+  const auto f16 = [](double x) {
+    return static_cast<double>(f16_to_f32(f32_to_f16(static_cast<float>(x))));
+  };
   for (int head_dim : {8, 40, 64, 128}) {
     for (int n_cached : {1, 7, 150}) {
       for (int n_queries : {1, 5, 9}) {
@@ -173,39 +178,77 @@ TEST(KvDtype, AttentionOverF16RowsEqualsAttentionOverRoundedF32Rows) {
         kv_load_row(KvDtype::kF16, k16.data(), k.data(), static_cast<int>(n));  // rounded
         kv_load_row(KvDtype::kF16, v16.data(), v.data(), static_cast<int>(n));
         std::uniform_int_distribution<int> pos(1, n_cached);
-        std::vector<float> out32(q.size()), out16(q.size());
-        std::vector<AttentionQuery> queries32, queries16;
+        std::vector<float> out(q.size());
+        std::vector<AttentionQuery> queries;
         for (int i = 0; i < n_queries; ++i) {
           const int n_pos = i == 0 ? n_cached : pos(rng);
-          queries32.push_back({q.data() + i * head_dim, n_pos, out32.data() + i * head_dim});
-          queries16.push_back({q.data() + i * head_dim, n_pos, out16.data() + i * head_dim});
+          queries.push_back({q.data() + i * head_dim, n_pos, out.data() + i * head_dim});
         }
-        for (int span_len : {5, 16}) {
-          std::vector<KvSpan> spans32, spans16;
-          for (int p = 0; p < n_cached; p += span_len) {
-            const size_t at = static_cast<size_t>(p) * stride;
-            const int len = std::min(span_len, n_cached - p);
-            spans32.push_back({k.data() + at, v.data() + at, len});
-            spans16.push_back({k16.data() + at, v16.data() + at, len});
+        std::vector<KvSpan> spans;
+        for (int p = 0; p < n_cached; p += 16) {
+          const size_t at = static_cast<size_t>(p) * stride;
+          spans.push_back({k16.data() + at, v16.data() + at, std::min(16, n_cached - p)});
+        }
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        std::vector<float> scratch;
+        attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                       stride, head_dim, scale, scratch, KvDtype::kF16);
+        for (int i = 0; i < n_queries; ++i) {
+          const int n_pos = queries[i].n_pos;
+          std::vector<double> score(n_pos);
+          double max = -1e300, sum = 0;
+          for (int p = 0; p < n_pos; ++p) {
+            double dot = 0;
+            for (int d = 0; d < head_dim; ++d) {
+              dot += f16(q[i * head_dim + d]) * k[static_cast<size_t>(p) * stride + d];
+            }
+            score[p] = dot * scale;
+            max = std::max(max, score[p]);
           }
-          const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-          std::vector<float> scratch;
-          attend_queries(queries32.data(), n_queries, spans32.data(),
-                         static_cast<int>(spans32.size()), stride, head_dim, scale, scratch);
-          attend_queries(queries16.data(), n_queries, spans16.data(),
-                         static_cast<int>(spans16.size()), stride, head_dim, scale, scratch,
-                         KvDtype::kF16);
-          ASSERT_EQ(0, std::memcmp(out32.data(), out16.data(), out32.size() * sizeof(float)))
-              << "head_dim " << head_dim << " cached " << n_cached << " queries " << n_queries
-              << " span " << span_len;
+          for (int p = 0; p < n_pos; ++p) sum += std::exp(score[p] - max);
+          for (int d = 0; d < head_dim; ++d) {
+            double expected = 0;
+            for (int p = 0; p < n_pos; ++p) {
+              expected +=
+                  f16(std::exp(score[p] - max) / sum) * v[static_cast<size_t>(p) * stride + d];
+            }
+            ASSERT_NEAR(out[i * head_dim + d], expected, 2e-3 * (1 + std::abs(expected)))
+                << "head_dim " << head_dim << " cached " << n_cached << " query " << i;
+          }
         }
       }
     }
   }
 }
 
-// The ~125M bench shape (12 layers, 4 KV heads of 64, 16-token pages): an F16 page is half an
-// F32 one (192 KiB, docs/kv-cache.md), and so is its L3 payload.
+// The probabilities themselves are F16 values: with one-hot values the output is exactly them.
+TEST(KvDtype, F16AttentionWeighsValuesByF16Probabilities) {
+  for (int head_dim : {8, 64}) {
+    const int n_cached = 3;
+    std::vector<float> k(static_cast<size_t>(n_cached) * head_dim, 0.0f), v(k.size(), 0.0f);
+    for (int p = 0; p < n_cached; ++p) {
+      k[static_cast<size_t>(p) * head_dim] = 0.37f * static_cast<float>(p + 1);
+      v[static_cast<size_t>(p) * head_dim + p] = 1.0f;
+    }
+    std::vector<uint16_t> k16(k.size()), v16(v.size());
+    kv_store_row(KvDtype::kF16, k.data(), k16.data(), static_cast<int>(k.size()));
+    kv_store_row(KvDtype::kF16, v.data(), v16.data(), static_cast<int>(v.size()));
+    std::vector<float> q(head_dim, 0.0f), out(head_dim);
+    q[0] = 1.3f;
+    const AttentionQuery query{q.data(), n_cached, out.data()};
+    const KvSpan span{k16.data(), v16.data(), n_cached};
+    std::vector<float> scratch;
+    attend_queries(&query, 1, &span, 1, head_dim, head_dim, 1.0f, scratch, KvDtype::kF16);
+    float total = 0;
+    for (int p = 0; p < n_cached; ++p) {
+      EXPECT_EQ(out[p], f16_to_f32(f32_to_f16(out[p]))) << "head_dim " << head_dim << " p " << p;
+      EXPECT_GT(out[p], 0.0f);
+      total += out[p];
+    }
+    EXPECT_NEAR(total, 1.0f, 2e-3);
+  }
+}
+
 TEST(KvDtype, F16PagesHoldHalfTheBytes) {
   const PageGeometry f32{16, 12, 256};
   const PageGeometry f16{16, 12, 256, KvDtype::kF16};

@@ -18,10 +18,12 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "model/arch_params.h"
 #include "model/gguf.h"
 #include "model/mkmodel_random.h"
 #include "model/mkmodel_shapes.h"
 #include "model/safetensors.h"
+#include "model/tensor_layout.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -52,7 +54,7 @@ class MkmodelTest : public ::testing::Test {
     }
   }
 
-  static MkModelOptions options(const std::string& shape, DType dtype, uint64_t seed,
+  static MkModelOptions options(const std::string& shape, OutType dtype, uint64_t seed,
                                 const std::string& file) {
     MkModelOptions o;
     o.shape = shape;
@@ -63,8 +65,9 @@ class MkmodelTest : public ::testing::Test {
     return o;
   }
   // Writes (once per test suite) and returns the path of a model.
-  static std::string model(const std::string& shape, DType dtype, uint64_t seed = 7) {
-    const std::string file = shape + "-" + dtype_name(dtype) + "-" + std::to_string(seed) + ".gguf";
+  static std::string model(const std::string& shape, OutType dtype, uint64_t seed = 7) {
+    const std::string file =
+        shape + "-" + outtype_name(dtype) + "-" + std::to_string(seed) + ".gguf";
     const fs::path path = *dir_ / file;
     if (!fs::exists(path)) make_model(options(shape, dtype, seed, file));
     return path.string();
@@ -86,9 +89,8 @@ std::string read_all(const std::string& path) {
 }
 
 // GGUF tensor name -> expected ne, for a shape.
-std::map<std::string, std::vector<int64_t>> expected_tensors(const ModelConfig& c,
-                                                             int64_t n_vocab) {
-  const int64_t dim = c.dim, kv = c.kv_dim(), ffn = c.ffn_dim;
+std::map<std::string, std::vector<int64_t>> expected_tensors(const ArchParams& c, int64_t n_vocab) {
+  const int64_t dim = c.dim, kv = int64_t{c.n_kv_heads} * c.head_dim, ffn = c.ffn_dim;
   std::map<std::string, std::vector<int64_t>> t = {{"token_embd.weight", {dim, n_vocab}},
                                                    {"output_norm.weight", {dim}}};
   if (!c.tied_output) t["output.weight"] = {dim, n_vocab};
@@ -113,16 +115,16 @@ std::map<std::string, std::vector<int64_t>> expected_tensors(const ModelConfig& 
 }
 
 TEST_F(MkmodelTest, KnowsTheRealShapes) {
-  const ModelConfig& tl = find_mkmodel_shape("tinyllama-1.1b").config;
-  EXPECT_EQ(tl.arch, Arch::Llama);
+  const ArchParams& tl = find_mkmodel_shape("tinyllama-1.1b").params;
+  EXPECT_EQ(tl.arch, "llama");
   EXPECT_EQ(tl.dim, 2048);
   EXPECT_EQ(tl.n_layers, 22);
   EXPECT_EQ(tl.n_heads, 32);
   EXPECT_EQ(tl.n_kv_heads, 4);
   EXPECT_EQ(tl.ffn_dim, 5632);
   EXPECT_FALSE(tl.tied_output);
-  const ModelConfig& qw = find_mkmodel_shape("qwen2.5-0.5b").config;
-  EXPECT_EQ(qw.arch, Arch::Qwen2);
+  const ArchParams& qw = find_mkmodel_shape("qwen2.5-0.5b").params;
+  EXPECT_EQ(qw.arch, "qwen2");
   EXPECT_EQ(qw.dim, 896);
   EXPECT_EQ(qw.n_layers, 24);
   EXPECT_EQ(qw.n_heads, 14);
@@ -133,7 +135,8 @@ TEST_F(MkmodelTest, KnowsTheRealShapes) {
   EXPECT_TRUE(qw.qkv_bias);
   EXPECT_TRUE(qw.tied_output);
   EXPECT_THROW(find_mkmodel_shape("gpt-5"), Error);
-  EXPECT_EQ(parse_mkmodel_dtype("Q4_0"), DType::Q4_0);
+  EXPECT_EQ(parse_mkmodel_dtype("Q4_0"), OutType::Q4_0);
+  EXPECT_EQ(parse_mkmodel_dtype("q4_k_m"), OutType::Q4_K_M);
   EXPECT_THROW(parse_mkmodel_dtype("q4_k"), Error);
 }
 
@@ -148,10 +151,10 @@ TEST_F(MkmodelTest, GgufHasMetadataTensorsAndVocabulary) {
     const auto vocab = GgufFile::open(kVocabDir + "/" + c.vocab);
     const int64_t n_vocab =
         static_cast<int64_t>(vocab->get_string_array("tokenizer.ggml.tokens").size());
-    const ModelConfig& config = find_mkmodel_shape(c.shape).config;
+    const ArchParams& config = find_mkmodel_shape(c.shape).params;
     for (const auto& [dtype, file_type] :
-         {std::pair{DType::F16, 1}, {DType::Q8_0, 7}, {DType::Q4_0, 2}}) {
-      SCOPED_TRACE(std::string(c.shape) + " " + dtype_name(dtype));
+         {std::pair{OutType::F16, 1}, {OutType::Q8_0, 7}, {OutType::Q4_0, 2}}) {
+      SCOPED_TRACE(std::string(c.shape) + " " + outtype_name(dtype));
       const auto f = GgufFile::open(model(c.shape, dtype));
       const std::string a = c.arch;
       EXPECT_EQ(f->version(), 3u);
@@ -191,18 +194,24 @@ TEST_F(MkmodelTest, GgufHasMetadataTensorsAndVocabulary) {
         ASSERT_NE(t, nullptr) << name;
         ASSERT_EQ(t->n_dims, static_cast<int>(ne.size())) << name;
         for (size_t d = 0; d < ne.size(); ++d) EXPECT_EQ(t->ne[d], ne[d]) << name;
-        const bool vector = ne.size() == 1;  // norms and biases
-        EXPECT_EQ(t->type, vector ? DType::F32 : dtype) << name;
+        // Norms and biases stay F32. The output matrix (token_embd when tied) gets Q6_K in a
+        // Q4_0 file, or Q8_0 as here where its rows of 64 do not fill a 256-block.
+        const bool output =
+            name == "output.weight" || (config.tied_output && name == "token_embd.weight");
+        DType want = outtype_base_type(dtype);
+        if (ne.size() == 1) want = DType::F32;
+        if (output && dtype == OutType::Q4_0) want = DType::Q8_0;
+        EXPECT_EQ(t->type, want) << name;
       }
     }
   }
 }
 
 TEST_F(MkmodelTest, AllDtypesHoldTheSameWeights) {
-  const auto f32 = GgufFile::open(model("tiny-qwen2-test", DType::F32));
-  const auto f16 = GgufFile::open(model("tiny-qwen2-test", DType::F16));
-  const auto q8 = GgufFile::open(model("tiny-qwen2-test", DType::Q8_0));
-  const auto q4 = GgufFile::open(model("tiny-qwen2-test", DType::Q4_0));
+  const auto f32 = GgufFile::open(model("tiny-qwen2-test", OutType::F32));
+  const auto f16 = GgufFile::open(model("tiny-qwen2-test", OutType::F16));
+  const auto q8 = GgufFile::open(model("tiny-qwen2-test", OutType::Q8_0));
+  const auto q4 = GgufFile::open(model("tiny-qwen2-test", OutType::Q4_0));
   for (const char* name : {"token_embd.weight", "blk.1.attn_k.weight", "blk.0.ffn_down.weight"}) {
     SCOPED_TRACE(name);
     const std::vector<float> exact = dequantized(*f32->tensor(name));
@@ -232,13 +241,13 @@ TEST_F(MkmodelTest, AllDtypesHoldTheSameWeights) {
 }
 
 TEST_F(MkmodelTest, DeterministicBySeed) {
-  const std::string a = read_all(model("tiny-llama-test", DType::Q4_0, 7));
-  make_model(options("tiny-llama-test", DType::Q4_0, 7, "again.gguf"));
+  const std::string a = read_all(model("tiny-llama-test", OutType::Q4_0, 7));
+  make_model(options("tiny-llama-test", OutType::Q4_0, 7, "again.gguf"));
   const std::string b = read_all((*dir_ / "again.gguf").string());
   EXPECT_FALSE(a.empty());
   EXPECT_TRUE(a == b) << "same seed gave different files";
-  const auto seven = GgufFile::open(model("tiny-llama-test", DType::F16, 7));
-  const auto eight = GgufFile::open(model("tiny-llama-test", DType::F16, 8));
+  const auto seven = GgufFile::open(model("tiny-llama-test", OutType::F16, 7));
+  const auto eight = GgufFile::open(model("tiny-llama-test", OutType::F16, 8));
   const TensorView* x = seven->tensor("blk.0.attn_q.weight");
   const TensorView* y = eight->tensor("blk.0.attn_q.weight");
   ASSERT_EQ(x->bytes, y->bytes);
@@ -261,10 +270,10 @@ TEST(MkmodelRandomTest, ValuesDoNotDependOnThreadCount) {
 }
 
 TEST_F(MkmodelTest, RejectsBadRequests) {
-  MkModelOptions o = options("tiny-llama-test", DType::Q8_0, 1, "bad.gguf");
+  MkModelOptions o = options("tiny-llama-test", OutType::Q8_0, 1, "bad.gguf");
   o.hf_dir = (*dir_ / "bad-hf").string();
   EXPECT_THROW(make_model(o), Error);  // Hugging Face copies are F16 only
-  o = options("tiny-llama-test", DType::F16, 1, "bad.gguf");
+  o = options("tiny-llama-test", OutType::F16, 1, "bad.gguf");
   o.vocab_dir = (*dir_ / "no-such-dir").string();
   try {
     make_model(o);
@@ -273,7 +282,7 @@ TEST_F(MkmodelTest, RejectsBadRequests) {
     EXPECT_NE(std::string(e.what()).find("ggml-vocab-llama-spm.gguf"), std::string::npos)
         << e.what();
   }
-  o = options("no-such-shape", DType::F16, 1, "bad.gguf");
+  o = options("no-such-shape", OutType::F16, 1, "bad.gguf");
   EXPECT_THROW(make_model(o), Error);
   EXPECT_FALSE(fs::exists(*dir_ / "bad.gguf"));
 }
@@ -300,7 +309,7 @@ void expect_same_rows(const TensorView& gguf, const TensorView& hf, int n_heads)
 }
 
 TEST_F(MkmodelTest, HuggingFaceLlamaDirectory) {
-  MkModelOptions o = options("tiny-llama-test", DType::F16, 7, "hf-llama.gguf");
+  MkModelOptions o = options("tiny-llama-test", OutType::F16, 7, "hf-llama.gguf");
   o.hf_dir = (*dir_ / "hf-llama").string();
   make_model(o);
   const nlohmann::json config = nlohmann::json::parse(read_all(o.hf_dir + "/config.json"));
@@ -343,7 +352,7 @@ TEST_F(MkmodelTest, HuggingFaceLlamaDirectory) {
 }
 
 TEST_F(MkmodelTest, HuggingFaceQwen2ShardedDirectory) {
-  MkModelOptions o = options("tiny-qwen2-test", DType::F16, 7, "hf-qwen2.gguf");
+  MkModelOptions o = options("tiny-qwen2-test", OutType::F16, 7, "hf-qwen2.gguf");
   o.hf_dir = (*dir_ / "hf-qwen2").string();
   o.hf_sharded = true;
   make_model(o);
@@ -377,6 +386,175 @@ TEST_F(MkmodelTest, HuggingFaceQwen2ShardedDirectory) {
   const TensorView& bias = set->require("model.layers.1.self_attn.k_proj.bias");
   EXPECT_EQ(bias.ne[0], 32);
   EXPECT_EQ(dequantized(bias), dequantized(*gguf->tensor("blk.1.attn_k.bias")));
+}
+
+TEST_F(MkmodelTest, KnowsTheNewShapes) {
+  const ArchParams& l3 = find_mkmodel_shape("llama3.2-1b").params;
+  EXPECT_EQ(l3.arch, "llama");
+  EXPECT_EQ(l3.dim, 2048);
+  EXPECT_EQ(l3.n_layers, 16);
+  EXPECT_EQ(l3.n_heads, 32);
+  EXPECT_EQ(l3.n_kv_heads, 8);
+  EXPECT_EQ(l3.head_dim, 64);
+  EXPECT_EQ(l3.ffn_dim, 8192);
+  EXPECT_FLOAT_EQ(l3.rope_theta, 500000.0f);
+  EXPECT_EQ(l3.rope_scaling, "llama3");
+  EXPECT_FLOAT_EQ(l3.rope_factor, 32.0f);
+  EXPECT_EQ(l3.rope_original_context, 8192);
+  EXPECT_TRUE(l3.tied_output);
+  EXPECT_EQ(find_mkmodel_shape("llama3.2-1b").vocab_file, "ggml-vocab-llama-bpe.gguf");
+  const ArchParams& q3 = find_mkmodel_shape("qwen3-0.6b").params;
+  EXPECT_EQ(q3.arch, "qwen3");
+  EXPECT_EQ(q3.dim, 1024);
+  EXPECT_EQ(q3.n_layers, 28);
+  EXPECT_EQ(q3.head_dim, 128);
+  EXPECT_EQ(q3.ffn_dim, 3072);
+  EXPECT_TRUE(q3.qk_norm);
+  EXPECT_FALSE(q3.qkv_bias);
+  EXPECT_TRUE(q3.tied_output);
+  const ArchParams& moe = find_mkmodel_shape("qwen3moe-small").params;
+  EXPECT_EQ(moe.arch, "qwen3moe");
+  EXPECT_GE(moe.n_experts, 8);
+  EXPECT_EQ(moe.n_experts_used, 4);
+  EXPECT_EQ(moe.expert_ffn_dim, 768);
+  const ArchParams& g = find_mkmodel_shape("gemma3-1b").params;
+  EXPECT_EQ(g.arch, "gemma3");
+  EXPECT_EQ(g.dim, 1152);
+  EXPECT_EQ(g.n_layers, 26);
+  EXPECT_EQ(g.n_heads, 4);
+  EXPECT_EQ(g.n_kv_heads, 1);
+  EXPECT_EQ(g.head_dim, 256);
+  EXPECT_EQ(g.ffn_dim, 6912);
+  EXPECT_EQ(g.sliding_window, 512);
+  EXPECT_EQ(g.sliding_window_pattern, 6);
+  EXPECT_FLOAT_EQ(g.rope_theta_swa, 10000.0f);
+}
+
+// llama.cpp's converter computed rope_freqs for random-llama3-rope.gguf (factor 8, base 500000,
+// head dim 64); ours must give the same divisors.
+TEST_F(MkmodelTest, Llama3RopeFactorsAreTheConvertersOwn) {
+  const auto file = GgufFile::open(std::string(K25_SHARED_DIR) + "/models/random-llama3-rope.gguf");
+  const TensorView* t = file->tensor("rope_freqs.weight");
+  ASSERT_NE(t, nullptr);
+  ArchParams p;
+  p.head_dim = 64;
+  p.rope_theta = 500000.0f;
+  p.rope_factor = 8.0f;
+  p.rope_low_freq_factor = 1.0f;
+  p.rope_high_freq_factor = 4.0f;
+  p.rope_original_context = 8192;
+  const std::vector<float> ours = llama3_rope_factors(p);
+  ASSERT_EQ(static_cast<int64_t>(ours.size()), t->ne[0]);
+  const std::vector<float> theirs = dequantized(*t);
+  for (size_t i = 0; i < ours.size(); ++i) EXPECT_NEAR(ours[i], theirs[i], 1e-6f * theirs[i]) << i;
+}
+
+std::vector<int64_t> shape_of(const TensorView& t) {
+  return std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims);
+}
+
+// The layouts of ../shared/models/README.md: names, shapes, types and the architecture keys.
+TEST_F(MkmodelTest, NewArchitecturesHaveTheGgufLayout) {
+  const auto qwen3 = GgufFile::open(model("tiny-qwen3-test", OutType::F16));
+  EXPECT_EQ(qwen3->get_string("general.architecture"), "qwen3");
+  EXPECT_EQ(qwen3->get_int("qwen3.attention.key_length"), 32);
+  EXPECT_EQ(qwen3->get_int("qwen3.attention.value_length"), 32);
+  EXPECT_EQ(shape_of(*qwen3->tensor("blk.0.attn_q.weight")), (std::vector<int64_t>{64, 128}));
+  EXPECT_EQ(shape_of(*qwen3->tensor("blk.0.attn_k.weight")), (std::vector<int64_t>{64, 64}));
+  EXPECT_EQ(shape_of(*qwen3->tensor("blk.0.attn_output.weight")), (std::vector<int64_t>{128, 64}));
+  EXPECT_EQ(shape_of(*qwen3->tensor("blk.1.attn_q_norm.weight")), (std::vector<int64_t>{32}));
+  EXPECT_EQ(qwen3->tensor("blk.1.attn_k_norm.weight")->type, DType::F32);
+  EXPECT_EQ(qwen3->tensor("output.weight"), nullptr);
+  EXPECT_EQ(qwen3->tensor("blk.0.attn_q.bias"), nullptr);
+
+  const auto moe = GgufFile::open(model("tiny-qwen3moe-test", OutType::Q8_0));
+  EXPECT_EQ(moe->get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(moe->get_int("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(moe->get_int("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(moe->get_int("qwen3moe.expert_feed_forward_length"), 64);
+  const TensorView* router = moe->tensor("blk.0.ffn_gate_inp.weight");
+  EXPECT_EQ(router->type, DType::F32);
+  EXPECT_EQ(shape_of(*router), (std::vector<int64_t>{64, 8}));
+  EXPECT_EQ(shape_of(*moe->tensor("blk.0.ffn_gate_exps.weight")),
+            (std::vector<int64_t>{64, 64, 8}));
+  EXPECT_EQ(shape_of(*moe->tensor("blk.1.ffn_down_exps.weight")),
+            (std::vector<int64_t>{64, 64, 8}));
+  EXPECT_EQ(moe->tensor("blk.1.ffn_up_exps.weight")->type, DType::Q8_0);
+  EXPECT_EQ(moe->tensor("blk.0.ffn_gate.weight"), nullptr);
+  EXPECT_NE(moe->tensor("output.weight"), nullptr);
+
+  const auto gemma = GgufFile::open(model("tiny-gemma3-test", OutType::F16));
+  EXPECT_EQ(gemma->get_string("general.architecture"), "gemma3");
+  EXPECT_EQ(gemma->get_int("gemma3.attention.sliding_window"), 32);
+  EXPECT_EQ(gemma->get_int("gemma3.attention.sliding_window_pattern"), 2);
+  EXPECT_FLOAT_EQ(static_cast<float>(gemma->get_float("gemma3.rope.freq_base")), 1e6f);
+  EXPECT_FLOAT_EQ(static_cast<float>(gemma->get_float("gemma3.rope.freq_base_swa")), 1e4f);
+  for (const char* n : {"attn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm",
+                        "ffn_norm", "post_ffw_norm"}) {
+    EXPECT_NE(gemma->tensor(std::string("blk.1.") + n + ".weight"), nullptr) << n;
+  }
+  EXPECT_EQ(gemma->tensor("output.weight"), nullptr);
+
+  const auto llama3 = GgufFile::open(model("tiny-llama3-test", OutType::F16));
+  EXPECT_EQ(llama3->tensors().front().name, "rope_freqs.weight");
+  const TensorView* freqs = llama3->tensor("rope_freqs.weight");
+  EXPECT_EQ(freqs->type, DType::F32);
+  EXPECT_EQ(dequantized(*freqs),
+            llama3_rope_factors(find_mkmodel_shape("tiny-llama3-test").params));
+  EXPECT_FLOAT_EQ(static_cast<float>(llama3->get_float("llama.rope.freq_base")), 500000.0f);
+}
+
+TEST_F(MkmodelTest, KQuantMixtureByDtype) {
+  const auto f = GgufFile::open(model("tiny-llama-kq-test", OutType::Q4_K_M));
+  EXPECT_EQ(f->get_int("general.file_type"), 15);
+  EXPECT_EQ(f->tensor("token_embd.weight")->type, DType::Q4_K);
+  EXPECT_EQ(f->tensor("output.weight")->type, DType::Q6_K);
+  EXPECT_EQ(f->tensor("blk.0.attn_v.weight")->type, DType::Q4_K);
+  EXPECT_EQ(f->tensor("blk.1.attn_v.weight")->type, DType::Q6_K);
+  EXPECT_EQ(f->tensor("blk.0.ffn_down.weight")->type, DType::Q4_K);
+  EXPECT_EQ(f->tensor("blk.1.ffn_down.weight")->type, DType::Q6_K);
+  EXPECT_EQ(f->tensor("blk.0.attn_norm.weight")->type, DType::F32);
+  // Rows of 64 have no 256-block: the K-quants fall back as llama-quantize does.
+  const auto tiny = GgufFile::open(model("tiny-llama-test", OutType::Q6_K));
+  EXPECT_EQ(tiny->tensor("blk.0.attn_q.weight")->type, DType::Q8_0);
+}
+
+TEST_F(MkmodelTest, HuggingFaceMoeAndGemmaDirectories) {
+  MkModelOptions o = options("tiny-qwen3moe-test", OutType::F16, 7, "hf-moe.gguf");
+  o.hf_dir = (*dir_ / "hf-moe").string();
+  make_model(o);
+  nlohmann::json config = nlohmann::json::parse(read_all(o.hf_dir + "/config.json"));
+  EXPECT_EQ(config["model_type"], "qwen3_moe");
+  EXPECT_EQ(config["num_experts"], 8);
+  EXPECT_EQ(config["num_experts_per_tok"], 2);
+  EXPECT_EQ(config["moe_intermediate_size"], 64);
+  EXPECT_EQ(config["head_dim"], 32);
+  auto gguf = GgufFile::open(o.out_path);
+  auto set = SafetensorsSet::open_dir(o.hf_dir);
+  // Expert 3 of the stacked GGUF tensor is its own Hugging Face matrix.
+  const TensorView* stacked = gguf->tensor("blk.1.ffn_up_exps.weight");
+  const TensorView& expert = set->require("model.layers.1.mlp.experts.3.up_proj.weight");
+  ASSERT_EQ(expert.bytes * 8, stacked->bytes);
+  EXPECT_EQ(std::memcmp(static_cast<const uint8_t*>(stacked->data) + 3 * expert.bytes, expert.data,
+                        expert.bytes),
+            0);
+  EXPECT_NE(set->tensor("model.layers.0.mlp.gate.weight"), nullptr);
+
+  o = options("tiny-gemma3-test", OutType::F16, 7, "hf-gemma.gguf");
+  o.hf_dir = (*dir_ / "hf-gemma").string();
+  make_model(o);
+  config = nlohmann::json::parse(read_all(o.hf_dir + "/config.json"));
+  EXPECT_EQ(config["model_type"], "gemma3_text");
+  EXPECT_EQ(config["sliding_window"], 32);
+  EXPECT_EQ(config["sliding_window_pattern"], 2);
+  gguf = GgufFile::open(o.out_path);
+  set = SafetensorsSet::open_dir(o.hf_dir);
+  // Gemma's norms compute (1 + w): Hugging Face stores w, GGUF 1 + w.
+  const std::vector<float> hf =
+      dequantized(set->require("model.layers.0.post_feedforward_layernorm.weight"));
+  const std::vector<float> gg = dequantized(*gguf->tensor("blk.0.post_ffw_norm.weight"));
+  ASSERT_EQ(hf.size(), gg.size());
+  for (size_t i = 0; i < hf.size(); ++i) EXPECT_EQ(hf[i] + 1.0f, gg[i]) << i;
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/quant.h"
+
 namespace k25 {
 namespace {
 
@@ -110,6 +112,37 @@ TEST(OpsTest, SiluMulResultDoesNotDependOnTheElementsPosition) {
     silu_mul(row.data(), b.data() + r * kRow, kRow);
     for (int i = 0; i < kRow; ++i) ASSERT_EQ(row[i], whole[r * kRow + i]) << r << " " << i;
   }
+}
+
+// GeGLU as llama.cpp's CPU backend computes it: tanh GELU of the input rounded to F16, the result
+// rounded to F16, times the other operand; 0 below -10 and the identity above 10.
+TEST(OpsTest, GeluF16MulRoundsInputAndOutputToF16) {
+  const auto gelu = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  };
+  std::vector<float> x, b;
+  for (float v = -9.9f; v < 9.9f; v += 0.0137f) {
+    x.push_back(v);
+    b.push_back(1.0f);
+  }
+  const std::vector<float> in = x;
+  gelu_f16_mul(x.data(), b.data(), static_cast<int>(x.size()));
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(f16_to_f32(f32_to_f16(x[i])), x[i]) << "output is not an F16 value at " << in[i];
+    const double expected = gelu(f16_to_f32(f32_to_f16(in[i])));
+    // within one F16 step of the exact value of the rounded input
+    EXPECT_NEAR(x[i], expected, std::max(1e-7, std::abs(expected) * (1.0 / 1024))) << in[i];
+  }
+  // Inputs that round to the same F16 value give the same result.
+  float same[2] = {1.0f, 1.0f + 1e-4f}, ones[2] = {1.0f, 1.0f};
+  ASSERT_EQ(f32_to_f16(same[0]), f32_to_f16(same[1]));
+  gelu_f16_mul(same, ones, 2);
+  EXPECT_EQ(same[0], same[1]);
+  float tails[3] = {-11.0f, 12.0f, 2.0f}, factors[3] = {3.0f, 0.5f, 2.0f};
+  gelu_f16_mul(tails, factors, 3);
+  EXPECT_EQ(tails[0], 0.0f);
+  EXPECT_EQ(tails[1], 6.0f);
+  EXPECT_EQ(tails[2], f16_to_f32(f32_to_f16(static_cast<float>(gelu(2.0)))) * 2.0f);
 }
 
 TEST(OpsTest, AddDotAxpy) {

@@ -7,8 +7,18 @@
 namespace k25 {
 namespace {
 
-const ModelConfig& llama_125m() {
-  return find_mkmodel_shape("llama-125m").config;
+ModelConfig llama_125m() {
+  const ArchParams& p = find_mkmodel_shape("llama-125m").params;
+  ModelConfig c;
+  c.dim = p.dim;
+  c.n_layers = p.n_layers;
+  c.n_heads = p.n_heads;
+  c.n_kv_heads = p.n_kv_heads;
+  c.head_dim = p.head_dim;
+  c.rope_dim = p.head_dim;
+  c.ffn_dim = p.ffn_dim;
+  c.context_length = p.context_length;
+  return c;
 }
 
 TEST(StepCost, AttentionOverWeightWorkForTheBenchmarkShape) {

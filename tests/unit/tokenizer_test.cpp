@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 
@@ -27,7 +28,8 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-// The .inp test strings: each is followed by the separator, so the last piece is empty.
+// The .inp test strings: each is followed by the separator, except in gemma-4's file, whose last
+// test has none (a non-empty piece after the last separator is a test; an empty one is not).
 std::vector<std::string> read_inputs(const std::string& path) {
   const std::string text = read_file(path);
   const std::string sep = "\n__ggml_vocab_test__\n";
@@ -36,6 +38,7 @@ std::vector<std::string> read_inputs(const std::string& path) {
   for (size_t hit; (hit = text.find(sep, start)) != std::string::npos; start = hit + sep.size()) {
     out.push_back(text.substr(start, hit - start));
   }
+  if (start < text.size()) out.push_back(text.substr(start));
   return out;
 }
 
@@ -62,7 +65,8 @@ std::unique_ptr<Tokenizer> load_gguf_tokenizer(const std::string& path) {
 void expect_vectors(const Tokenizer& tok, const std::string& name) {
   const auto inputs = read_inputs(kVocabDir + name + ".gguf.inp");
   const auto expected = read_outputs(kVocabDir + name + ".gguf.out");
-  ASSERT_EQ(inputs.size(), 46u);
+  // qwen35 adds 4 tests with combining marks (not NFC) to the common 46.
+  ASSERT_EQ(inputs.size(), name == "ggml-vocab-qwen35" ? 50u : 46u);
   ASSERT_EQ(expected.size(), inputs.size());
   int passed = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -74,6 +78,12 @@ void expect_vectors(const Tokenizer& tok, const std::string& name) {
 }
 
 class TokenizerVocabTest : public testing::TestWithParam<std::string> {};
+// Vocabularies k25 writes as tokenizer.json: all but Gemma 4's (BPE over raw UTF-8).
+class TokenizerHfWritableVocabTest : public TokenizerVocabTest {};
+// Vocabularies with a normal token for every byte. deepseek-llm marks the characters of the bytes
+// that never occur in UTF-8 (0xC0, 0xC1, 0xF5-0xFF) user-defined, so they decode as their text;
+// starcoder and falcon lack some bytes (they become unk / nothing, as in llama.cpp).
+class TokenizerByteCompleteVocabTest : public TokenizerVocabTest {};
 
 TEST_P(TokenizerVocabTest, EncodesLlamaCppTestVectors) {
   const std::string path = kVocabDir + GetParam() + ".gguf";
@@ -93,7 +103,7 @@ TEST_P(TokenizerVocabTest, DecodeInvertsEncode) {
   }
 }
 
-TEST_P(TokenizerVocabTest, HfJsonWriterRoundTrips) {
+TEST_P(TokenizerHfWritableVocabTest, HfJsonWriterRoundTrips) {
   const std::string path = kVocabDir + GetParam() + ".gguf";
   REQUIRE_SHARED(path);
   const auto tok = load_gguf_tokenizer(path);
@@ -116,7 +126,7 @@ TEST_P(TokenizerVocabTest, HfJsonWriterRoundTrips) {
 
 // Byte fallback (SPM) and the byte-level map (BPE) make any byte string, valid UTF-8 or not,
 // come back unchanged.
-TEST_P(TokenizerVocabTest, RandomBytesRoundTrip) {
+TEST_P(TokenizerByteCompleteVocabTest, RandomBytesRoundTrip) {
   const std::string path = kVocabDir + GetParam() + ".gguf";
   REQUIRE_SHARED(path);
   const auto tok = load_gguf_tokenizer(path);
@@ -136,14 +146,32 @@ TEST_P(TokenizerVocabTest, RandomBytesRoundTrip) {
   }
 }
 
+std::string vocab_test_name(const testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param.substr(11);
+  for (char& c : name) c = c == '-' ? '_' : c;
+  return name;
+}
+
 INSTANTIATE_TEST_SUITE_P(LlamaCppVocabs, TokenizerVocabTest,
                          testing::Values("ggml-vocab-gpt-2", "ggml-vocab-llama-bpe",
-                                         "ggml-vocab-llama-spm", "ggml-vocab-qwen2"),
-                         [](const auto& info) {
-                           std::string name = info.param.substr(11);
-                           for (char& c : name) c = c == '-' ? '_' : c;
-                           return name;
-                         });
+                                         "ggml-vocab-llama-spm", "ggml-vocab-qwen2",
+                                         "ggml-vocab-phi-3", "ggml-vocab-qwen35",
+                                         "ggml-vocab-gemma-4", "ggml-vocab-deepseek-llm",
+                                         "ggml-vocab-starcoder", "ggml-vocab-falcon"),
+                         vocab_test_name);
+INSTANTIATE_TEST_SUITE_P(LlamaCppVocabs, TokenizerHfWritableVocabTest,
+                         testing::Values("ggml-vocab-gpt-2", "ggml-vocab-llama-bpe",
+                                         "ggml-vocab-llama-spm", "ggml-vocab-qwen2",
+                                         "ggml-vocab-phi-3", "ggml-vocab-qwen35",
+                                         "ggml-vocab-deepseek-llm", "ggml-vocab-starcoder",
+                                         "ggml-vocab-falcon"),
+                         vocab_test_name);
+INSTANTIATE_TEST_SUITE_P(LlamaCppVocabs, TokenizerByteCompleteVocabTest,
+                         testing::Values("ggml-vocab-gpt-2", "ggml-vocab-llama-bpe",
+                                         "ggml-vocab-llama-spm", "ggml-vocab-qwen2",
+                                         "ggml-vocab-phi-3", "ggml-vocab-qwen35",
+                                         "ggml-vocab-gemma-4"),
+                         vocab_test_name);
 
 TEST(TokenizerGguf, AddsBosAsLlamaCppDoes) {
   const std::string path = kVocabDir + "ggml-vocab-llama-bpe.gguf";
@@ -180,6 +208,81 @@ TEST(TokenizerGguf, SpmBytesAndSpecials) {
   EXPECT_EQ(tok->encode("<s>Hello", false, true), (std::vector<TokenId>{1, 15043}));
   EXPECT_TRUE(tok->is_end_of_generation(2));
   EXPECT_THROW(tok->token_to_piece(32000), Error);
+}
+
+TEST(TokenizerGguf, Gemma4AndPhi3Specials) {
+  const std::string gemma_path = kVocabDir + "ggml-vocab-gemma-4.gguf";
+  const std::string phi3_path = kVocabDir + "ggml-vocab-phi-3.gguf";
+  REQUIRE_SHARED(gemma_path);
+  const auto gemma = load_gguf_tokenizer(gemma_path);
+  EXPECT_EQ(gemma->vocab().pre, "gemma4");  // the file has no tokenizer.ggml.pre
+  EXPECT_TRUE(gemma->vocab().add_bos);
+  const auto hello = gemma->encode("Hello world", false, false);
+  auto with_bos = hello;
+  with_bos.insert(with_bos.begin(), 2);
+  EXPECT_EQ(gemma->encode("Hello world", true, false), with_bos);
+  EXPECT_EQ(gemma->decode(hello), "Hello world");  // "▁" comes back as a space, no prefix
+  // A character the vocabulary lacks falls back to its <0xNN> byte tokens.
+  const auto bytes = gemma->encode("\xF4\x8F\xBF\xBF", false, false);
+  EXPECT_EQ(bytes, (std::vector<TokenId>{238 + 0xF4, 238 + 0x8F, 238 + 0xBF, 238 + 0xBF}));
+  EXPECT_TRUE(gemma->is_end_of_generation(106));  // <turn|>
+  EXPECT_TRUE(gemma->is_end_of_generation(1));    // <eos>
+  EXPECT_EQ(gemma->encode("<|turn>", false, true), (std::vector<TokenId>{105}));
+
+  REQUIRE_SHARED(phi3_path);
+  const auto phi3 = load_gguf_tokenizer(phi3_path);
+  EXPECT_TRUE(phi3->is_end_of_generation(32007));  // <|end|>
+  const auto turn = phi3->encode("<|user|>\nhi<|end|>", false, true);
+  ASSERT_GE(turn.size(), 3u);
+  EXPECT_EQ(turn.front(), 32010);
+  EXPECT_EQ(turn.back(), 32007);
+}
+
+// Copies a GGUF vocabulary with another tokenizer.ggml.pre (as tools/k25-vocab-gguf does).
+std::string write_with_pre(const std::string& from, const std::string& pre) {
+  const auto in = GgufFile::open(from);
+  GgufWriter w;
+  for (const auto& [key, value] : in->metadata()) w.set(key, value);
+  w.set_string("tokenizer.ggml.pre", pre);
+  const std::string path = (fs::path(testing::TempDir()) / ("k25-vocab-" + pre + ".gguf")).string();
+  w.write(path);
+  return path;
+}
+
+// smollm and tekken have no fixture: GPT-2's vocabulary with their pre-tokenizer names.
+TEST(TokenizerGguf, SmollmAndTekkenPreTokenizers) {
+  const std::string gpt2 = kVocabDir + "ggml-vocab-gpt-2.gguf";
+  REQUIRE_SHARED(gpt2);
+  const auto smollm = load_gguf_tokenizer(write_with_pre(gpt2, "smollm"));
+  const auto tekken = load_gguf_tokenizer(write_with_pre(gpt2, "tekken"));
+  const auto plain = load_gguf_tokenizer(gpt2);
+  using V = std::vector<TokenId>;
+  EXPECT_EQ(plain->encode("abc123", false, false), (V{39305, 10163}));        // abc 123
+  EXPECT_EQ(smollm->encode("abc123", false, false), (V{39305, 16, 17, 18}));  // abc 1 2 3
+  EXPECT_FALSE(smollm->vocab().add_bos);
+  EXPECT_EQ(plain->encode(" 12", false, false), (V{1105}));          // " 12"
+  EXPECT_EQ(tekken->encode(" 12", false, false), (V{220, 16, 17}));  // " " 1 2
+  EXPECT_EQ(tekken->encode("HelloWorld", false, false), (V{15496, 10603}));
+  // Tekken adds BOS by default (llama.cpp), and GPT-2's BOS is id 50256.
+  EXPECT_TRUE(tekken->vocab().add_bos);
+  EXPECT_EQ(tekken->encode("HelloWorld", true, false), (V{50256, 15496, 10603}));
+  fs::remove(fs::path(testing::TempDir()) / "k25-vocab-smollm.gguf");
+  fs::remove(fs::path(testing::TempDir()) / "k25-vocab-tekken.gguf");
+}
+
+TEST(TokenizerHfJson, Gemma4IsNotWritten) {
+  const std::string path = kVocabDir + "ggml-vocab-gemma-4.gguf";
+  REQUIRE_SHARED(path);
+  const auto tok = load_gguf_tokenizer(path);
+  const fs::path out = fs::path(testing::TempDir()) / "k25-hf-gemma4-write" / "tokenizer.json";
+  fs::create_directories(out.parent_path());
+  try {
+    write_hf_tokenizer_json(tok->vocab(), out.string());
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gemma4"), std::string::npos) << e.what();
+  }
+  fs::remove_all(out.parent_path());
 }
 
 // Errors from GGUF metadata name the file and the offending value.
@@ -302,6 +405,56 @@ TEST(TokenizerHfJson, ReadsStringMergesAndAddedTokens) {
   fs::remove_all(fs::path(path).parent_path());
 }
 
+// The pre_tokenizer Sequences of the published tokenizer.json files map to k25's pre-tokenisers.
+TEST(TokenizerHfJson, DetectsPreTokenizerSequences) {
+  auto split = [](const std::string& regex) {
+    return nlohmann::json{{"type", "Split"},
+                          {"pattern", {{"Regex", regex}}},
+                          {"behavior", "Isolated"},
+                          {"invert", false}}
+        .dump();
+  };
+  const std::string byte_level = R"({"type": "ByteLevel", "use_regex": false})";
+  const std::string byte_level_regex = R"({"type": "ByteLevel", "use_regex": true})";
+  const std::pair<std::string, const char*> cases[] = {
+      // Mistral-Nemo (tekken)
+      {split(R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|)"
+             R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|)"
+             R"(\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)") +
+           "," + byte_level,
+       "tekken"},
+      // SmolLM, StarCoder 2
+      {R"({"type": "Digits", "individual_digits": true},)" + byte_level_regex, "starcoder"},
+      // Falcon
+      {R"({"type": "Punctuation", "behavior": "Contiguous"},)" + byte_level_regex +
+           R"(,{"type": "Digits", "individual_digits": false},)" + split("[0-9][0-9][0-9]"),
+       "falcon"},
+      // Qwen3.5
+      {split(R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|)"
+             R"( ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)") +
+           "," + byte_level,
+       "qwen35"},
+      {byte_level_regex, "gpt-2"},
+  };
+  for (const auto& [steps, pre] : cases) {
+    const std::string path = write_temp_json(
+        "pre", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [)" + steps +
+                   R"(]}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+    EXPECT_EQ(Tokenizer::from_hf_json(path)->vocab().pre, pre) << steps;
+  }
+  // Known steps in an unknown order are refused.
+  const std::string path = write_temp_json(
+      "pre-bad", R"({"pre_tokenizer": {"type": "Sequence", "pretokenizers": [)" + byte_level_regex +
+                     R"(, {"type": "Digits", "individual_digits": true}]},
+          "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  try {
+    Tokenizer::from_hf_json(path);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence"), std::string::npos) << e.what();
+  }
+}
+
 // A hand-built SentencePiece vocabulary: merges follow scores, unknown characters become bytes.
 TEST(TokenizerSpm, MergesByScoreAndFallsBackToBytes) {
   Vocab v;
@@ -388,6 +541,56 @@ TEST(TokenizerPreTokenizer, SplitsLikeTheRegexes) {
                   "b"),
             (V{"a", "\xFF", "b"}));
   EXPECT_THROW(pre_tokenizer_from_name("no-such-pre"), Error);
+}
+
+// Hand-checked splits of the pre-tokenisers added for issue 14 (each against its regexes).
+TEST(TokenizerPreTokenizer, SplitsLikeTheNewRegexes) {
+  auto split = [](PreTokenizerKind kind, std::string_view text) {
+    std::vector<std::string> out;
+    for (auto piece : pre_tokenize(kind, text)) out.emplace_back(piece);
+    return out;
+  };
+  using V = std::vector<std::string>;
+  using K = PreTokenizerKind;
+  // "résumé ok" with combining acute accents (U+0301): Qwen3.5 keeps marks inside the word,
+  // Qwen2 splits at them.
+  const std::string resume = "re\xCC\x81sume\xCC\x81 ok";
+  EXPECT_EQ(split(K::Qwen35, resume), (V{"re\xCC\x81sume\xCC\x81", " ok"}));
+  EXPECT_EQ(split(K::Qwen2, resume), (V{"re", "\xCC\x81sume", "\xCC\x81", " ok"}));
+  // Tekken: a new word at each lower-to-upper change, one digit per word, no contractions,
+  // "/" and newlines after a punctuation run.
+  EXPECT_EQ(split(K::Tekken, "HelloWorld ABCdef 12 a/b//\n"),
+            (V{"Hello", "World", " ABCdef", " ", "1", "2", " a", "/b", "//\n"}));
+  EXPECT_EQ(split(K::Tekken, "x ABC it's"), (V{"x", " ABC", " it", "'s"}));
+  // Non-ASCII cases: Ä is upper, 中 (Lo) counts as both cases.
+  EXPECT_EQ(split(K::Tekken, "\xC3\x84PFELsaft A\xE4\xB8\xAD"),
+            (V{"\xC3\x84PFELsaft", " A\xE4\xB8\xAD"}));
+  // StarCoder / SmolLM: every digit alone, then GPT-2.
+  EXPECT_EQ(split(K::Starcoder, "abc123 4"), (V{"abc", "1", "2", "3", " ", "4"}));
+  EXPECT_EQ(split(K::Gpt2, "abc123 4"), (V{"abc", "123", " 4"}));
+  // Falcon: punctuation runs (with $+<=>^~|`), then GPT-2, then groups of three digits.
+  EXPECT_EQ(split(K::Falcon, "a+=b 12345"), (V{"a", "+=", "b", " ", "123", "45"}));
+  // DeepSeek LLM: its ASCII "punctuation" class includes letters, so a word that starts with a
+  // letter outside it splits there (Ä | pfel), as the regexes do.
+  EXPECT_EQ(split(K::DeepseekLlm, "Hello, \xE4\xB8\x96\xE7\x95\x8C 123\n  "),
+            (V{"Hello", ",", " ", "\xE4\xB8\x96\xE7\x95\x8C", " ", "123", "\n", "  "}));
+  EXPECT_EQ(split(K::DeepseekLlm, "\xC3\x84pfel"), (V{"\xC3\x84", "pfel"}));
+  // Gemma 4: runs of newlines and of everything else.
+  EXPECT_EQ(split(K::Gemma4, "x\n\ny z\n"), (V{"x", "\n\n", "y z", "\n"}));
+  for (const char* name :
+       {"qwen35", "tekken", "deepseek-llm", "starcoder", "smollm", "falcon", "gemma4"}) {
+    EXPECT_NO_THROW(pre_tokenizer_from_name(name)) << name;
+  }
+  EXPECT_EQ(pre_tokenizer_from_name("smollm"), K::Starcoder);
+}
+
+// A long run of spaces that does not end its piece must not make the \s+$ step quadratic.
+TEST(TokenizerPreTokenizer, LongWhitespaceRunStaysLinear) {
+  const std::string text = std::string(200000, ' ') + "\xE4\xB8\x96";  // spaces, 世
+  const auto pieces = pre_tokenize(PreTokenizerKind::DeepseekLlm, text);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].size(), 200000u);
+  EXPECT_EQ(pieces[1], "\xE4\xB8\x96");
 }
 
 TEST(TokenizerBpe, UnknownPreTokenizerIsAnError) {

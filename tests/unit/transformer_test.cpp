@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 
+#include "model/gguf.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "test_paths.h"
@@ -73,6 +75,64 @@ TEST(Transformer, SequencesInOneBatchDoNotInterfere) {
   // a finishes first, so its logits come first in batch order.
   EXPECT_LT(max_abs_diff(std::vector<float>(both.begin(), both.begin() + n_vocab), la), 1e-3);
   EXPECT_LT(max_abs_diff(std::vector<float>(both.begin() + n_vocab, both.end()), lb), 1e-3);
+}
+
+// Gemma 3's sliding-window layer (window 32) with prompts longer than the window and than one
+// attention task: the window start must follow each token, whatever else shares its batch.
+TEST(Transformer, SlidingWindowLogitsDoNotDependOnTheBatch) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/random-gemma3.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  std::string text;
+  for (int i = 0; i < 12; ++i) text += "Lily and Ben went to the park. ";
+  const std::vector<TokenId> ids = model->tokenizer().encode(text, true, false);
+  ASSERT_GT(ids.size(), 80u);
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+  std::vector<float> batched(ids.size() * n_vocab);
+  auto kv = model->make_kv_cache();
+  model->forward(batch, *kv, batched.data(), pool);
+
+  std::vector<float> single(ids.size() * n_vocab);
+  auto kv2 = model->make_kv_cache();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
+                   pool);
+  }
+  EXPECT_LT(max_abs_diff(batched, single), 1e-3);
+}
+
+// gemma3.final_logit_softcapping: logits = cap * tanh(logits / cap).
+TEST(Transformer, FinalLogitSoftCapping) {
+  K25_REQUIRE_SHARED();
+  const std::string source = shared_path("models/random-gemma3.gguf");
+  const std::shared_ptr<GgufFile> f = GgufFile::open(source);
+  GgufWriter w;
+  for (const auto& [key, value] : f->metadata()) w.set(key, value);
+  w.set_f32("gemma3.final_logit_softcapping", 3.0f);
+  for (const TensorView& t : f->tensors()) {
+    w.add_tensor(t.name, t.type, {t.ne.begin(), t.ne.end()}, t.data, t.bytes);
+  }
+  const std::string capped_path = (std::filesystem::temp_directory_path() /
+                                   ("k25_softcap_" + std::to_string(::getpid()) + ".gguf"))
+                                      .string();
+  w.write(capped_path);
+  auto plain = Model::load(source);
+  auto capped = Model::load(capped_path);
+  std::filesystem::remove(capped_path);
+  ThreadPool pool(1);
+  const int n_vocab = plain->config().n_vocab;
+  std::vector<float> a(n_vocab), b(n_vocab);
+  auto kv_a = plain->make_kv_cache(), kv_b = capped->make_kv_cache();
+  plain->forward({{5, 0, 0, true}}, *kv_a, a.data(), pool);
+  capped->forward({{5, 0, 0, true}}, *kv_b, b.data(), pool);
+  float largest = 0;
+  for (int i = 0; i < n_vocab; ++i) {
+    largest = std::max(largest, std::abs(a[i]));
+    ASSERT_NEAR(b[i], 3.0f * std::tanh(a[i] / 3.0f), 1e-5f) << "token " << i;
+  }
+  EXPECT_GT(largest, 6.0f);  // the cap is felt
 }
 
 TEST(Transformer, RejectsTokensAndPositionsOutOfRange) {

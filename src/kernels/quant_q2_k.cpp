@@ -1,0 +1,141 @@
+// Q2_K: 16 sub-blocks of 16 two-bit quants with a 4-bit scale and minimum each (layout in
+// kquant_blocks.h). k25 reads it only (no encoder).
+#include "kernels/kquant_avx2.h"
+#include "kernels/kquant_blocks.h"
+#include "kernels/quant_simd.h"
+
+namespace k25 {
+namespace {
+
+void decode_q2_k(const BlockQ2_K& b, uint8_t* q) {
+  for (int n = 0; n < 2; ++n) {
+    for (int j = 0; j < 4; ++j) {
+      for (int l = 0; l < 32; ++l) {
+        q[128 * n + 32 * j + l] = static_cast<uint8_t>((b.qs[32 * n + l] >> (2 * j)) & 3);
+      }
+    }
+  }
+}
+
+#if defined(__AVX2__)
+template <int NT>
+void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float* out) {
+  const __m256i m3 = _mm256_set1_epi8(3);
+  const __m128i m4 = _mm_set1_epi8(0x0F);
+  float acc[NT] = {};
+  __m128 acc4 = _mm_setzero_ps();  // NT == 4: the four accumulators
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ2_K& blk = w[b];
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.scales));
+    const __m128i sc8 = _mm_and_si128(packed, m4);
+    const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), m4));
+    __m256i sum[NT];
+    for (int t = 0; t < NT; ++t) sum[t] = _mm256_setzero_si256();
+    for (int n = 0; n < 2; ++n) {
+      __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk.qs + 32 * n));
+      for (int j = 0; j < 4; ++j) {
+        const __m256i q = _mm256_and_si256(raw, m3);
+        raw = _mm256_srli_epi16(raw, 2);
+        const __m256i scale = kq_pair_scales_i8(sc8, 4 * n + j);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xq =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 128 * n + 32 * j));
+          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
+        }
+      }
+    }
+    const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
+    if constexpr (NT == 4) {
+      const __m128 dx = kq_act_scales4(x, b);
+      const __m128i sumi =
+          kq_totals4(kq_fold(sum[0]), kq_fold(sum[1]), kq_fold(sum[2]), kq_fold(sum[3]));
+      const __m128i summ = kq_totals4(kq_fold(kq_scaled_bsums(mins16, x[0][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[1][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[2][b].bsums)),
+                                      kq_fold(kq_scaled_bsums(mins16, x[3][b].bsums)));
+      acc4 = kq_subtract4(kq_accumulate4(acc4, d, dx, sumi), dmin, dx, summ);
+    } else {
+      for (int t = 0; t < NT; ++t) {
+        int32_t sumi, summ;
+        kq_hsum2_i32(kq_fold(sum[t]), kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums)), &sumi,
+                     &summ);
+        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
+        acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+      }
+    }
+  }
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(out, acc4);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  }
+}
+#endif
+
+void q2_k_row_dot(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb, float* out) {
+  const auto* w = reinterpret_cast<const BlockQ2_K*>(w_row);
+#if defined(__AVX2__)
+  switch (nt) {
+    case 1:
+      return q2_k_rows<1>(w, x, nb, out);
+    case 2:
+      return q2_k_rows<2>(w, x, nb, out);
+    case 3:
+      return q2_k_rows<3>(w, x, nb, out);
+    default:
+      return q2_k_rows<4>(w, x, nb, out);
+  }
+#else
+  for (int t = 0; t < nt; ++t) out[t] = vec_dot_q2_k_scalar(w, x[t], nb * kQK);
+#endif
+}
+
+}  // namespace
+
+void dequantize_q2_k(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ2_K*>(src);
+  uint8_t q[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
+    decode_q2_k(b[i], q);
+    const float d = half_to_float(b[i].d), dmin = half_to_float(b[i].dmin);
+    for (int j = 0; j < 16; ++j) {
+      const float ds = d * static_cast<float>(b[i].scales[j] & 0xF);
+      const float dm = dmin * static_cast<float>(b[i].scales[j] >> 4);
+      for (int l = 0; l < 16; ++l) dst[16 * j + l] = ds * q[16 * j + l] - dm;
+    }
+  }
+}
+
+float vec_dot_q2_k_scalar(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const BlockQ2_K*>(wv);
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  float acc = 0.0f;
+  uint8_t q[kQK];
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    decode_q2_k(w[i], q);
+    int32_t sumi = 0, summ = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t s = 0;
+      for (int l = 0; l < 16; ++l) s += q[16 * j + l] * x[i].qs[16 * j + l];
+      sumi += s * (w[i].scales[j] & 0xF);
+      summ += (w[i].scales[j] >> 4) * x[i].bsums[j];
+    }
+    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, sumi);
+    acc = kq_accumulate(acc, -(half_to_float(w[i].dmin) * x[i].d), summ);
+  }
+  return acc;
+}
+
+float vec_dot_q2_k(const void* w, const void* x, int64_t n) {
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  float out;
+  q2_k_row_dot(static_cast<const uint8_t*>(w), &xb, 1, n / kQK, &out);
+  return out;
+}
+
+void dot_tile_q2_k(const uint8_t* w, size_t w_row_bytes, int nr, const uint8_t* acts,
+                   size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride) {
+  kq_dot_tile(&q2_k_row_dot, w, w_row_bytes, nr, acts, act_row_bytes, nt, n, y, y_stride);
+}
+
+}  // namespace k25
