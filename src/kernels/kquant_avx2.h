@@ -99,5 +99,52 @@ inline __m128 kq_subtract4(__m128 acc, float dmin, __m128 dx, __m128i summ) {
   return _mm_fnmadd_ps(_mm_mul_ps(_mm_set1_ps(dmin), dx), _mm_cvtepi32_ps(summ), acc);
 }
 
+// The end of a super-block for the types with minimums (Q2_K, Q4_K, Q5_K): sum[t] holds the
+// scaled quant products and mins[t] the minimums' products of token t (int32 lanes, any split);
+// adds d * dx * total(sum) and subtracts dmin * dx * total(mins), in acc4 for NT == 4, else acc[t].
+template <int NT>
+[[gnu::always_inline]] inline void kq_add_affine(float* acc, __m128* acc4, float d, float dmin,
+                                                 const BlockQ8_K* const* x, int64_t b,
+                                                 const __m256i* sum, const __m128i* mins) {
+  if constexpr (NT == 4) {
+    const __m128 dx = kq_act_scales4(x, b);
+    const __m128i sumi =
+        kq_totals4(kq_fold(sum[0]), kq_fold(sum[1]), kq_fold(sum[2]), kq_fold(sum[3]));
+    const __m128i summ = kq_totals4(mins[0], mins[1], mins[2], mins[3]);
+    *acc4 = kq_subtract4(kq_accumulate4(*acc4, d, dx, sumi), dmin, dx, summ);
+  } else {
+    for (int t = 0; t < NT; ++t) {
+      int32_t sumi, summ;
+      kq_hsum2_i32(kq_fold(sum[t]), mins[t], &sumi, &summ);
+      acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
+      acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
+    }
+  }
+}
+
+// The same for the types without minimums (Q3_K, Q6_K): adds d * dx * total(net[t]).
+template <int NT>
+[[gnu::always_inline]] inline void kq_add_symmetric(float* acc, __m128* acc4, float d,
+                                                    const BlockQ8_K* const* x, int64_t b,
+                                                    const __m256i* net) {
+  if constexpr (NT == 4) {
+    *acc4 = kq_accumulate4(
+        *acc4, d, kq_act_scales4(x, b),
+        kq_totals4(kq_fold(net[0]), kq_fold(net[1]), kq_fold(net[2]), kq_fold(net[3])));
+  } else {
+    for (int t = 0; t < NT; ++t) acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(net[t]));
+  }
+}
+
+// Writes the NT results: acc4 for NT == 4, else acc[0..NT).
+template <int NT>
+[[gnu::always_inline]] inline void kq_store_rows(const float* acc, __m128 acc4, float* out) {
+  if constexpr (NT == 4) {
+    _mm_storeu_ps(out, acc4);
+  } else {
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+  }
+}
+
 }  // namespace k25
 #endif

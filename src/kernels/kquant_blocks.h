@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "kernels/block_types.h"
 
@@ -71,6 +72,33 @@ void unpack_scales_q3_k(const uint8_t* packed, int8_t* scales);
 // One weight row against nt <= 4 activation rows (out[t]); what dot_tile runs for each row.
 using KqRowDot = void (*)(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb,
                           float* out);
+// A row kernel's cases: calls rows(std::integral_constant<int, NT>) with NT = nt (1..4).
+template <typename Rows>
+[[gnu::always_inline]] inline void kq_dispatch_nt(int nt, Rows rows) {
+  switch (nt) {
+    case 1:
+      return rows(std::integral_constant<int, 1>{});
+    case 2:
+      return rows(std::integral_constant<int, 2>{});
+    case 3:
+      return rows(std::integral_constant<int, 3>{});
+    default:
+      return rows(std::integral_constant<int, 4>{});
+  }
+}
+// The portable row kernel: the scalar vec_dot once per token.
+inline void kq_scalar_rows(float (*vec_dot)(const void*, const void*, int64_t),
+                           const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb,
+                           float* out) {
+  for (int t = 0; t < nt; ++t) out[t] = vec_dot(w_row, x[t], nb * kQK);
+}
+// BlockTypeKernels::vec_dot over a row kernel (one token).
+inline float kq_vec_dot(KqRowDot row_dot, const void* w, const void* x, int64_t n) {
+  const auto* xb = static_cast<const BlockQ8_K*>(x);
+  float out;
+  row_dot(static_cast<const uint8_t*>(w), &xb, 1, n / kQK, &out);
+  return out;
+}
 // BlockTypeKernels::dot_tile over a row kernel.
 void kq_dot_tile(KqRowDot row_dot, const uint8_t* w, size_t w_row_bytes, int nr,
                  const uint8_t* acts, size_t act_row_bytes, int nt, int64_t n, float* y,
@@ -111,6 +139,35 @@ K25_KQUANT_KERNELS(q4_k)
 K25_KQUANT_KERNELS(q5_k)
 K25_KQUANT_KERNELS(q6_k)
 #undef K25_KQUANT_KERNELS
+
+// In a type's file: its row kernel and the vec_dot_<t> / dot_tile_<t> entries over it. The row
+// kernel runs rows_nt(w, x, nb, out) with NT = nt under AVX2 (rows_nt names a function for NT,
+// in parentheses), vec_dot_<t>_scalar for each token otherwise.
+#if defined(__AVX2__)
+#define K25_KQUANT_ROW_DOT(t, Block, rows_nt)                                                     \
+  void t##_row_dot(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb,           \
+                   float* out) {                                                                  \
+    const auto* w = reinterpret_cast<const Block*>(w_row);                                        \
+    kq_dispatch_nt(nt, [&]<int NT>(std::integral_constant<int, NT>) { rows_nt(w, x, nb, out); }); \
+  }
+#else
+#define K25_KQUANT_ROW_DOT(t, Block, rows_nt)                                           \
+  void t##_row_dot(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb, \
+                   float* out) {                                                        \
+    kq_scalar_rows(&vec_dot_##t##_scalar, w_row, x, nt, nb, out);                       \
+  }
+#endif
+#define K25_KQUANT_ROW_KERNELS(t, Block, rows_nt)                                           \
+  namespace {                                                                               \
+  K25_KQUANT_ROW_DOT(t, Block, rows_nt)                                                     \
+  }                                                                                         \
+  float vec_dot_##t(const void* w, const void* x, int64_t n) {                              \
+    return kq_vec_dot(&t##_row_dot, w, x, n);                                               \
+  }                                                                                         \
+  void dot_tile_##t(const uint8_t* w, size_t w_row_bytes, int nr, const uint8_t* acts,      \
+                    size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride) {  \
+    kq_dot_tile(&t##_row_dot, w, w_row_bytes, nr, acts, act_row_bytes, nt, n, y, y_stride); \
+  }
 
 void quantize_q4_k(const float* src, void* dst, int64_t n);
 void quantize_q5_k(const float* src, void* dst, int64_t n);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/block_dot_lanes.h"
+#include "kernels/block_kernels_table.h"
 #include "kernels/block_types.h"
 #include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
@@ -245,10 +246,8 @@ constexpr BlockTypeKernels kIQ4_NLPortable{ActFormat::kQ8_0, dequantize_iq4_nl, 
 constexpr BlockTypeKernels kIQ4_XSPortable{ActFormat::kQ8_K, dequantize_iq4_xs, quantize_iq4_xs,
                                            vec_dot_iq4_xs_portable, nullptr};
 #if defined(__AVX2__)
-constexpr BlockTypeKernels kIQ4_NL{ActFormat::kQ8_0, dequantize_iq4_nl, quantize_iq4_nl,
-                                   vec_dot_iq4_nl_avx2, nullptr};
-constexpr BlockTypeKernels kIQ4_XS{ActFormat::kQ8_K, dequantize_iq4_xs, quantize_iq4_xs,
-                                   vec_dot_iq4_xs_avx2, nullptr};
+constexpr BlockTypeKernels kIQ4_NL = with_vec_dot(kIQ4_NLPortable, vec_dot_iq4_nl_avx2);
+constexpr BlockTypeKernels kIQ4_XS = with_vec_dot(kIQ4_XSPortable, vec_dot_iq4_xs_avx2);
 #else
 constexpr const BlockTypeKernels& kIQ4_NL = kIQ4_NLPortable;
 constexpr const BlockTypeKernels& kIQ4_XS = kIQ4_XSPortable;
@@ -257,25 +256,15 @@ constexpr const BlockTypeKernels& kIQ4_XS = kIQ4_XSPortable;
 }  // namespace
 
 const BlockTypeKernels* iq4_block_kernels(DType type) {
-  switch (type) {
-    case DType::IQ4_NL:
-      return &kIQ4_NL;
-    case DType::IQ4_XS:
-      return &kIQ4_XS;
-    default:
-      return nullptr;
-  }
+  static constexpr BlockKernelsEntry kTable[] = {{DType::IQ4_NL, &kIQ4_NL},
+                                                 {DType::IQ4_XS, &kIQ4_XS}};
+  return find_block_kernels(kTable, type);
 }
 
 const BlockTypeKernels* iq4_block_kernels_portable(DType type) {
-  switch (type) {
-    case DType::IQ4_NL:
-      return &kIQ4_NLPortable;
-    case DType::IQ4_XS:
-      return &kIQ4_XSPortable;
-    default:
-      return nullptr;
-  }
+  static constexpr BlockKernelsEntry kTable[] = {{DType::IQ4_NL, &kIQ4_NLPortable},
+                                                 {DType::IQ4_XS, &kIQ4_XSPortable}};
+  return find_block_kernels(kTable, type);
 }
 
 }  // namespace k25

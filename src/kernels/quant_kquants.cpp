@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/block_kernels_table.h"
 #include "kernels/block_types.h"
 #include "kernels/kquant_blocks.h"
 #include "kernels/quant_simd.h"
@@ -192,20 +193,12 @@ const BlockTypeKernels* kquant_block_kernels(DType type) {
                                           &vec_dot_q5_k, &dot_tile_q5_k};
   static constexpr BlockTypeKernels kQ6_K{ActFormat::kQ8_K, &dequantize_q6_k, &quantize_q6_k,
                                           &vec_dot_q6_k, &dot_tile_q6_k};
-  switch (type) {
-    case DType::Q2_K:
-      return &kQ2_K;
-    case DType::Q3_K:
-      return &kQ3_K;
-    case DType::Q4_K:
-      return &kQ4_K;
-    case DType::Q5_K:
-      return &kQ5_K;
-    case DType::Q6_K:
-      return &kQ6_K;
-    default:
-      return nullptr;
-  }
+  static constexpr BlockKernelsEntry kTable[] = {{DType::Q2_K, &kQ2_K},
+                                                 {DType::Q3_K, &kQ3_K},
+                                                 {DType::Q4_K, &kQ4_K},
+                                                 {DType::Q5_K, &kQ5_K},
+                                                 {DType::Q6_K, &kQ6_K}};
+  return find_block_kernels(kTable, type);
 }
 
 }  // namespace k25

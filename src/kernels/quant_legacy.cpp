@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/block_dot_lanes.h"
+#include "kernels/block_kernels_table.h"
 #include "kernels/block_types.h"
 #include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
@@ -105,17 +106,22 @@ void min_max(const float* x, float& min, float& max) {
   }
 }
 
+// Q4_1 / Q5_1: the scale (max - min) / nmax, the minimum, and q[j] in 0..nmax.
+void quantize_affine32(const float* x, int nmax, uint16_t* d_out, uint16_t* m_out, int* q) {
+  float min, max;
+  min_max(x, min, max);
+  const float d = (max - min) / static_cast<float>(nmax);
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  *d_out = float_to_half(d);
+  *m_out = float_to_half(min);
+  for (int j = 0; j < 32; ++j) q[j] = std::min(nmax, static_cast<int>((x[j] - min) * id + 0.5f));
+}
+
 void quantize_q4_1(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ4_1*>(dst);
   for (int64_t b = 0; b < n / 32; ++b, src += 32) {
-    float min, max;
-    min_max(src, min, max);
-    const float d = (max - min) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = float_to_half(d);
-    y[b].m = float_to_half(min);
     int q[32];
-    for (int j = 0; j < 32; ++j) q[j] = std::min(15, static_cast<int>((src[j] - min) * id + 0.5f));
+    quantize_affine32(src, 15, &y[b].d, &y[b].m, q);
     pack_nibbles(q, y[b].qs);
   }
 }
@@ -144,14 +150,8 @@ void quantize_q5_0(const float* src, void* dst, int64_t n) {
 void quantize_q5_1(const float* src, void* dst, int64_t n) {
   auto* y = static_cast<BlockQ5_1*>(dst);
   for (int64_t b = 0; b < n / 32; ++b, src += 32) {
-    float min, max;
-    min_max(src, min, max);
-    const float d = (max - min) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[b].d = float_to_half(d);
-    y[b].m = float_to_half(min);
     int q[32];
-    for (int j = 0; j < 32; ++j) q[j] = std::min(31, static_cast<int>((src[j] - min) * id + 0.5f));
+    quantize_affine32(src, 31, &y[b].d, &y[b].m, q);
     pack_nibbles(q, y[b].qs);
     store_qh(fifth_bits(q), y[b].qh);
   }
@@ -238,12 +238,9 @@ constexpr BlockTypeKernels kQ5_0Portable{ActFormat::kQ8_0, dequantize_q5_0, quan
 constexpr BlockTypeKernels kQ5_1Portable{ActFormat::kQ8_1, dequantize_q5_1, quantize_q5_1,
                                          vec_dot_q5_1_portable, nullptr};
 #if defined(__AVX2__)
-constexpr BlockTypeKernels kQ4_1{ActFormat::kQ8_1, dequantize_q4_1, quantize_q4_1,
-                                 vec_dot_q4_1_avx2, nullptr};
-constexpr BlockTypeKernels kQ5_0{ActFormat::kQ8_0, dequantize_q5_0, quantize_q5_0,
-                                 vec_dot_q5_0_avx2, nullptr};
-constexpr BlockTypeKernels kQ5_1{ActFormat::kQ8_1, dequantize_q5_1, quantize_q5_1,
-                                 vec_dot_q5_1_avx2, nullptr};
+constexpr BlockTypeKernels kQ4_1 = with_vec_dot(kQ4_1Portable, vec_dot_q4_1_avx2);
+constexpr BlockTypeKernels kQ5_0 = with_vec_dot(kQ5_0Portable, vec_dot_q5_0_avx2);
+constexpr BlockTypeKernels kQ5_1 = with_vec_dot(kQ5_1Portable, vec_dot_q5_1_avx2);
 #else
 constexpr const BlockTypeKernels& kQ4_1 = kQ4_1Portable;
 constexpr const BlockTypeKernels& kQ5_0 = kQ5_0Portable;
@@ -253,29 +250,15 @@ constexpr const BlockTypeKernels& kQ5_1 = kQ5_1Portable;
 }  // namespace
 
 const BlockTypeKernels* legacy_block_kernels(DType type) {
-  switch (type) {
-    case DType::Q4_1:
-      return &kQ4_1;
-    case DType::Q5_0:
-      return &kQ5_0;
-    case DType::Q5_1:
-      return &kQ5_1;
-    default:
-      return nullptr;
-  }
+  static constexpr BlockKernelsEntry kTable[] = {
+      {DType::Q4_1, &kQ4_1}, {DType::Q5_0, &kQ5_0}, {DType::Q5_1, &kQ5_1}};
+  return find_block_kernels(kTable, type);
 }
 
 const BlockTypeKernels* legacy_block_kernels_portable(DType type) {
-  switch (type) {
-    case DType::Q4_1:
-      return &kQ4_1Portable;
-    case DType::Q5_0:
-      return &kQ5_0Portable;
-    case DType::Q5_1:
-      return &kQ5_1Portable;
-    default:
-      return nullptr;
-  }
+  static constexpr BlockKernelsEntry kTable[] = {
+      {DType::Q4_1, &kQ4_1Portable}, {DType::Q5_0, &kQ5_0Portable}, {DType::Q5_1, &kQ5_1Portable}};
+  return find_block_kernels(kTable, type);
 }
 
 }  // namespace k25

@@ -45,50 +45,13 @@ void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float*
       }
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);
-    if constexpr (NT == 4) {
-      const __m128 dx = kq_act_scales4(x, b);
-      const __m128i sumi =
-          kq_totals4(kq_fold(sum[0]), kq_fold(sum[1]), kq_fold(sum[2]), kq_fold(sum[3]));
-      const __m128i summ = kq_totals4(kq_fold(kq_scaled_bsums(mins16, x[0][b].bsums)),
-                                      kq_fold(kq_scaled_bsums(mins16, x[1][b].bsums)),
-                                      kq_fold(kq_scaled_bsums(mins16, x[2][b].bsums)),
-                                      kq_fold(kq_scaled_bsums(mins16, x[3][b].bsums)));
-      acc4 = kq_subtract4(kq_accumulate4(acc4, d, dx, sumi), dmin, dx, summ);
-    } else {
-      for (int t = 0; t < NT; ++t) {
-        int32_t sumi, summ;
-        kq_hsum2_i32(kq_fold(sum[t]), kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums)), &sumi,
-                     &summ);
-        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, sumi);
-        acc[t] = kq_accumulate(acc[t], -(dmin * x[t][b].d), summ);
-      }
-    }
+    __m128i mins[NT];
+    for (int t = 0; t < NT; ++t) mins[t] = kq_fold(kq_scaled_bsums(mins16, x[t][b].bsums));
+    kq_add_affine<NT>(acc, &acc4, d, dmin, x, b, sum, mins);
   }
-  if constexpr (NT == 4) {
-    _mm_storeu_ps(out, acc4);
-  } else {
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
-  }
+  kq_store_rows<NT>(acc, acc4, out);
 }
 #endif
-
-void q2_k_row_dot(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb, float* out) {
-  const auto* w = reinterpret_cast<const BlockQ2_K*>(w_row);
-#if defined(__AVX2__)
-  switch (nt) {
-    case 1:
-      return q2_k_rows<1>(w, x, nb, out);
-    case 2:
-      return q2_k_rows<2>(w, x, nb, out);
-    case 3:
-      return q2_k_rows<3>(w, x, nb, out);
-    default:
-      return q2_k_rows<4>(w, x, nb, out);
-  }
-#else
-  for (int t = 0; t < nt; ++t) out[t] = vec_dot_q2_k_scalar(w, x[t], nb * kQK);
-#endif
-}
 
 }  // namespace
 
@@ -126,16 +89,6 @@ float vec_dot_q2_k_scalar(const void* wv, const void* xv, int64_t n) {
   return acc;
 }
 
-float vec_dot_q2_k(const void* w, const void* x, int64_t n) {
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
-  float out;
-  q2_k_row_dot(static_cast<const uint8_t*>(w), &xb, 1, n / kQK, &out);
-  return out;
-}
-
-void dot_tile_q2_k(const uint8_t* w, size_t w_row_bytes, int nr, const uint8_t* acts,
-                   size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride) {
-  kq_dot_tile(&q2_k_row_dot, w, w_row_bytes, nr, acts, act_row_bytes, nt, n, y, y_stride);
-}
+K25_KQUANT_ROW_KERNELS(q2_k, BlockQ2_K, (q2_k_rows<NT>))
 
 }  // namespace k25

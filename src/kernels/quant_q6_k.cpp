@@ -68,40 +68,11 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* x, int64_t nb, float*
     for (int t = 0; t < NT; ++t) {
       net[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), 5));
     }
-    if constexpr (NT == 4) {
-      acc4 = kq_accumulate4(
-          acc4, d, kq_act_scales4(x, b),
-          kq_totals4(kq_fold(net[0]), kq_fold(net[1]), kq_fold(net[2]), kq_fold(net[3])));
-    } else {
-      for (int t = 0; t < NT; ++t)
-        acc[t] = kq_accumulate(acc[t], d * x[t][b].d, kq_hsum_i32(net[t]));
-    }
+    kq_add_symmetric<NT>(acc, &acc4, d, x, b, net);
   }
-  if constexpr (NT == 4) {
-    _mm_storeu_ps(out, acc4);
-  } else {
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
-  }
+  kq_store_rows<NT>(acc, acc4, out);
 }
 #endif
-
-void q6_k_row_dot(const uint8_t* w_row, const BlockQ8_K* const* x, int nt, int64_t nb, float* out) {
-  const auto* w = reinterpret_cast<const BlockQ6_K*>(w_row);
-#if defined(__AVX2__)
-  switch (nt) {
-    case 1:
-      return q6_k_rows<1>(w, x, nb, out);
-    case 2:
-      return q6_k_rows<2>(w, x, nb, out);
-    case 3:
-      return q6_k_rows<3>(w, x, nb, out);
-    default:
-      return q6_k_rows<4>(w, x, nb, out);
-  }
-#else
-  for (int t = 0; t < nt; ++t) out[t] = vec_dot_q6_k_scalar(w, x[t], nb * kQK);
-#endif
-}
 
 }  // namespace
 
@@ -177,16 +148,6 @@ float vec_dot_q6_k_scalar(const void* wv, const void* xv, int64_t n) {
   return acc;
 }
 
-float vec_dot_q6_k(const void* w, const void* x, int64_t n) {
-  const auto* xb = static_cast<const BlockQ8_K*>(x);
-  float out;
-  q6_k_row_dot(static_cast<const uint8_t*>(w), &xb, 1, n / kQK, &out);
-  return out;
-}
-
-void dot_tile_q6_k(const uint8_t* w, size_t w_row_bytes, int nr, const uint8_t* acts,
-                   size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride) {
-  kq_dot_tile(&q6_k_row_dot, w, w_row_bytes, nr, acts, act_row_bytes, nt, n, y, y_stride);
-}
+K25_KQUANT_ROW_KERNELS(q6_k, BlockQ6_K, (q6_k_rows<NT>))
 
 }  // namespace k25

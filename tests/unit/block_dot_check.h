@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/block_types.h"
@@ -188,6 +190,30 @@ inline void expect_matmul_is_vec_dot(DType type, int64_t rows, int64_t cols, int
           << y[t * rows + r] << " vs " << expected;
     }
   }
+}
+
+// expect_matmul_is_vec_dot for each type and column count with 1, 5 and 19 tokens: 37 rows on one
+// thread and 301 rows on three.
+inline void expect_matmul_is_vec_dot_for(std::initializer_list<DType> types,
+                                         std::initializer_list<int64_t> cols_list) {
+  std::mt19937 rng(31);
+  ThreadPool one(1), three(3);
+  for (DType t : types) {
+    for (int64_t cols : cols_list) {
+      for (int n_tokens : {1, 5, 19}) {
+        expect_matmul_is_vec_dot(t, 37, cols, n_tokens, one, rng);
+        expect_matmul_is_vec_dot(t, 301, cols, n_tokens, three, rng);
+      }
+    }
+  }
+}
+
+// The encoder of `type` writes every block of random-llama-kq-<file>.gguf as llama-quantize did.
+inline void expect_encoder_reproduces_llama_quantize(DType type, const std::string& file) {
+  int tensors = 0;
+  const int64_t n_blocks = blocks_differing_from_llama_quantize(type, file, &tensors);
+  EXPECT_GT(tensors, 0) << dtype_name(type);
+  EXPECT_EQ(n_blocks, 0) << dtype_name(type);
 }
 
 }  // namespace k25::testing

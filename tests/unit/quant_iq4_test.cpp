@@ -154,30 +154,15 @@ TEST(QuantIq4Test, RoundTripErrorIsSmallAndDeterministic) {
 // Through matmul (block_type_matmul): one token and batches, one and three threads, odd row
 // counts.
 TEST(QuantIq4Test, MatmulGivesVecDotForEveryTokenAndRow) {
-  std::mt19937 rng(31);
-  ThreadPool one(1), three(3);
-  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
-    for (int64_t cols : {256, 2048}) {
-      for (int n_tokens : {1, 5, 19}) {
-        testing::expect_matmul_is_vec_dot(t, 37, cols, n_tokens, one, rng);
-        testing::expect_matmul_is_vec_dot(t, 301, cols, n_tokens, three, rng);
-      }
-    }
-  }
+  testing::expect_matmul_is_vec_dot_for({DType::IQ4_NL, DType::IQ4_XS}, {256, 2048});
 }
 
 // The encoders write the bytes llama-quantize wrote for the same F32 weights (the shared
 // random-llama-kq models, no importance matrix).
 TEST(QuantIq4Test, EncodersReproduceLlamaQuantize) {
   K25_REQUIRE_SHARED();
-  int tensors = 0;
-  int64_t n_blocks = 0;
-  n_blocks = testing::blocks_differing_from_llama_quantize(DType::IQ4_NL, "iq4_nl", &tensors);
-  EXPECT_GT(tensors, 0);
-  EXPECT_EQ(n_blocks, 0) << "IQ4_NL";
-  n_blocks = testing::blocks_differing_from_llama_quantize(DType::IQ4_XS, "iq4_xs", &tensors);
-  EXPECT_GT(tensors, 0);
-  EXPECT_EQ(n_blocks, 0) << "IQ4_XS";
+  testing::expect_encoder_reproduces_llama_quantize(DType::IQ4_NL, "iq4_nl");
+  testing::expect_encoder_reproduces_llama_quantize(DType::IQ4_XS, "iq4_xs");
 }
 
 }  // namespace
