@@ -29,6 +29,19 @@ inline __m256i kq_pair_scales_i8(__m128i scales, int g) {
   return _mm256_cvtepi8_epi16(_mm_shuffle_epi8(scales, pick));
 }
 
+// For types with 16 sub-blocks of 16: sum[t] += the products of the 32 quants q of group g with
+// token t's activations, times the scales of sub-blocks 2g and 2g + 1.
+template <int NT>
+[[gnu::always_inline]] inline void kq_add_group_products(__m256i* sum, __m256i q, __m128i sc8,
+                                                         int g, const BlockQ8_K* const* x,
+                                                         int64_t b) {
+  const __m256i scale = kq_pair_scales_i8(sc8, g);
+  for (int t = 0; t < NT; ++t) {
+    const __m256i xq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 32 * g));
+    sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
+  }
+}
+
 // sum over 16 lanes of scales16[j] * bsums[j] (int16 each), in the 8 int32 lanes.
 inline __m256i kq_scaled_bsums(__m256i scales16, const int16_t* bsums) {
   return _mm256_madd_epi16(scales16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsums)));
@@ -122,11 +135,19 @@ template <int NT>
   }
 }
 
-// The same for the types without minimums (Q3_K, Q6_K): adds d * dx * total(net[t]).
-template <int NT>
-[[gnu::always_inline]] inline void kq_add_symmetric(float* acc, __m128* acc4, float d,
-                                                    const BlockQ8_K* const* x, int64_t b,
-                                                    const __m256i* net) {
+// The same for the types with an offset instead (Q3_K: q - 4, Q6_K: q - 32, offset = 1 << Shift):
+// sum[t] holds the products of the unsigned quants, sc8 the 16 int8 scales; subtracts offset *
+// (scale * bsum) per sub-block and adds d * dx * the total.
+template <int NT, int Shift>
+[[gnu::always_inline]] inline void kq_add_offset(float* acc, __m128* acc4, float d,
+                                                 const BlockQ8_K* const* x, int64_t b,
+                                                 const __m256i* sum, __m128i sc8) {
+  const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+  __m256i net[NT];
+  for (int t = 0; t < NT; ++t) {
+    net[t] =
+        _mm256_sub_epi32(sum[t], _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), Shift));
+  }
   if constexpr (NT == 4) {
     *acc4 = kq_accumulate4(
         *acc4, d, kq_act_scales4(x, b),

@@ -36,12 +36,7 @@ void q2_k_rows(const BlockQ2_K* w, const BlockQ8_K* const* x, int64_t nb, float*
       for (int j = 0; j < 4; ++j) {
         const __m256i q = _mm256_and_si256(raw, m3);
         raw = _mm256_srli_epi16(raw, 2);
-        const __m256i scale = kq_pair_scales_i8(sc8, 4 * n + j);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xq =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 128 * n + 32 * j));
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
-        }
+        kq_add_group_products<NT>(sum, q, sc8, 4 * n + j, x, b);
       }
     }
     const float d = half_to_float(blk.d), dmin = half_to_float(blk.dmin);

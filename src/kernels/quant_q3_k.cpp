@@ -42,22 +42,11 @@ void q3_k_rows(const BlockQ3_K* w, const BlockQ8_K* const* x, int64_t nb, float*
                                           _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
         raw = _mm256_srli_epi16(raw, 2);
         hm = _mm256_srli_epi16(hm, 1);
-        const __m256i scale = kq_pair_scales_i8(sc8, 4 * n + j);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xq =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 128 * n + 32 * j));
-          sum[t] = _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xq), scale));
-        }
+        kq_add_group_products<NT>(sum, q, sc8, 4 * n + j, x, b);
       }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    const float d = half_to_float(blk.d);
-    // The -4 of every quant: 4 * sum over the sub-blocks of scale * bsum.
-    __m256i net[NT];
-    for (int t = 0; t < NT; ++t) {
-      net[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), 2));
-    }
-    kq_add_symmetric<NT>(acc, &acc4, d, x, b, net);
+    // The -4 of every quant comes from the bsums.
+    kq_add_offset<NT, 2>(acc, &acc4, half_to_float(blk.d), x, b, sum, sc8);
   }
   kq_store_rows<NT>(acc, acc4, out);
 }

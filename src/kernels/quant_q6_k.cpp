@@ -52,23 +52,11 @@ void q6_k_rows(const BlockQ6_K* w, const BlockQ8_K* const* x, int64_t nb, float*
                               _mm256_and_si256(hb, _mm256_set1_epi8(static_cast<char>(0xC0))), 2)),
       };
       for (int k = 0; k < 4; ++k) {
-        const __m256i scale = kq_pair_scales_i8(sc8, 4 * h + k);
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xq =
-              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t][b].qs + 128 * h + 32 * k));
-          sum[t] =
-              _mm256_add_epi32(sum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xq), scale));
-        }
+        kq_add_group_products<NT>(sum, q[k], sc8, 4 * h + k, x, b);
       }
     }
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
-    const float d = half_to_float(blk.d);
-    // The -32 of every quant: 32 * sum over the sub-blocks of scale * bsum.
-    __m256i net[NT];
-    for (int t = 0; t < NT; ++t) {
-      net[t] = _mm256_sub_epi32(sum[t], _mm256_slli_epi32(kq_scaled_bsums(sc16, x[t][b].bsums), 5));
-    }
-    kq_add_symmetric<NT>(acc, &acc4, d, x, b, net);
+    // The -32 of every quant comes from the bsums.
+    kq_add_offset<NT, 5>(acc, &acc4, half_to_float(blk.d), x, b, sum, sc8);
   }
   kq_store_rows<NT>(acc, acc4, out);
 }
