@@ -12,7 +12,8 @@ namespace k25 {
 
 // Decode(block, q) writes the 256 quants of a block in element order.
 template <typename Block, typename Decode>
-inline void kq_k4_dequantize(const void* src, float* dst, int64_t n, Decode decode) {
+[[gnu::always_inline]] inline void kq_k4_dequantize(const void* src, float* dst, int64_t n,
+                                                    Decode decode) {
   const auto* b = static_cast<const Block*>(src);
   uint8_t q[kQK], sc[8], mn[8];
   for (int64_t i = 0; i < n / kQK; ++i, dst += kQK) {
@@ -27,7 +28,8 @@ inline void kq_k4_dequantize(const void* src, float* dst, int64_t n, Decode deco
 }
 
 template <typename Block, typename Decode>
-inline float kq_k4_vec_dot_scalar(const void* wv, const void* xv, int64_t n, Decode decode) {
+[[gnu::always_inline]] inline float kq_k4_vec_dot_scalar(const void* wv, const void* xv, int64_t n,
+                                                         Decode decode) {
   const auto* w = static_cast<const Block*>(wv);
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   float acc = 0.0f;
