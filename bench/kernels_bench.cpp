@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_util.h"
 #include "kernels/attention.h"
 #include "kernels/block_types.h"
 #include "kernels/matmul.h"
@@ -20,19 +21,8 @@
 namespace k25 {
 namespace {
 
-ThreadPool& pool_of(int n_threads) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  auto& p = pools[n_threads];
-  if (!p) p = std::make_unique<ThreadPool>(n_threads);
-  return *p;
-}
-
-uint64_t next_random(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
-}
+using bench::next_random;
+using bench::pool_of;
 
 // Random weight bytes with valid, small scales. Decode cycles through enough copies that the
 // weights come from DRAM, not from the 32 MiB L3, as they do in a real model.

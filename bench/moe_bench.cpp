@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "kernels/quant.h"
 #include "model/moe_ffn.h"
 #include "util/thread_pool.h"
@@ -25,19 +26,8 @@ namespace {
 
 constexpr int kDim = 2048, kExpertFfn = 768, kExperts = 64, kUsed = 8;
 
-ThreadPool& pool_of(int n_threads) {
-  static std::map<int, std::unique_ptr<ThreadPool>> pools;
-  auto& p = pools[n_threads];
-  if (!p) p = std::make_unique<ThreadPool>(n_threads);
-  return *p;
-}
-
-uint64_t next_random(uint64_t& s) {
-  s ^= s << 13;
-  s ^= s >> 7;
-  s ^= s << 17;
-  return s;
-}
+using bench::next_random;
+using bench::pool_of;
 
 float random_unit(uint64_t& s) {
   return static_cast<float>(static_cast<int64_t>(next_random(s) % 2001) - 1000) / 1000.0f;

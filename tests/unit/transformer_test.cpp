@@ -22,27 +22,32 @@ float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return worst;
 }
 
+// The largest logit difference between one prefill call over `ids` and the same tokens fed one
+// forward call at a time.
+float prefill_vs_token_by_token(Model& model, const std::vector<TokenId>& ids, ThreadPool& pool) {
+  const int n_vocab = model.config().n_vocab;
+  std::vector<BatchToken> batch;
+  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
+  std::vector<float> batched(ids.size() * n_vocab);
+  auto kv = model.make_kv_cache();
+  model.forward(batch, *kv, batched.data(), pool);
+
+  std::vector<float> single(ids.size() * n_vocab);
+  auto kv2 = model.make_kv_cache();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    model.forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
+                  pool);
+  }
+  return max_abs_diff(batched, single);
+}
+
 TEST(Transformer, BatchedPrefillEqualsTokenByToken) {
   K25_REQUIRE_SHARED();
   auto model = Model::load(shared_path("models/stories260K.gguf"));
   ThreadPool pool(2);
-  const int n_vocab = model->config().n_vocab;
   const std::vector<TokenId> ids =
       model->tokenizer().encode("Lily and Ben went to the park", true, false);
-
-  std::vector<BatchToken> batch;
-  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
-  std::vector<float> batched(ids.size() * n_vocab);
-  auto kv = model->make_kv_cache();
-  model->forward(batch, *kv, batched.data(), pool);
-
-  std::vector<float> single(ids.size() * n_vocab);
-  auto kv2 = model->make_kv_cache();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
-                   pool);
-  }
-  EXPECT_LT(max_abs_diff(batched, single), 1e-3);
+  EXPECT_LT(prefill_vs_token_by_token(*model, ids, pool), 1e-3);
 }
 
 TEST(Transformer, SequencesInOneBatchDoNotInterfere) {
@@ -83,24 +88,11 @@ TEST(Transformer, SlidingWindowLogitsDoNotDependOnTheBatch) {
   K25_REQUIRE_SHARED();
   auto model = Model::load(shared_path("models/random-gemma3.gguf"));
   ThreadPool pool(2);
-  const int n_vocab = model->config().n_vocab;
   std::string text;
   for (int i = 0; i < 12; ++i) text += "Lily and Ben went to the park. ";
   const std::vector<TokenId> ids = model->tokenizer().encode(text, true, false);
   ASSERT_GT(ids.size(), 80u);
-  std::vector<BatchToken> batch;
-  for (size_t i = 0; i < ids.size(); ++i) batch.push_back({ids[i], static_cast<int>(i), 0, true});
-  std::vector<float> batched(ids.size() * n_vocab);
-  auto kv = model->make_kv_cache();
-  model->forward(batch, *kv, batched.data(), pool);
-
-  std::vector<float> single(ids.size() * n_vocab);
-  auto kv2 = model->make_kv_cache();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    model->forward({{ids[i], static_cast<int>(i), 0, true}}, *kv2, single.data() + i * n_vocab,
-                   pool);
-  }
-  EXPECT_LT(max_abs_diff(batched, single), 1e-3);
+  EXPECT_LT(prefill_vs_token_by_token(*model, ids, pool), 1e-3);
 }
 
 // gemma3.final_logit_softcapping: logits = cap * tanh(logits / cap).
