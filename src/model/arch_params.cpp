@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/gguf.h"
+#include "model/rope.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -245,25 +246,8 @@ void set_arch_metadata(GgufWriter& w, const ArchParams& p) {
 }
 
 std::vector<float> llama3_rope_factors(const ArchParams& p) {
-  const float low_wavelen = static_cast<float>(p.rope_original_context) / p.rope_low_freq_factor;
-  const float high_wavelen = static_cast<float>(p.rope_original_context) / p.rope_high_freq_factor;
-  std::vector<float> factors;
-  for (int i = 0; i < p.head_dim / 2; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(p.head_dim);
-    const float freq = 1.0f / std::pow(p.rope_theta, exponent);
-    const float wavelen = 2.0f * static_cast<float>(M_PI) / freq;
-    if (wavelen < high_wavelen) {
-      factors.push_back(1.0f);
-    } else if (wavelen > low_wavelen) {
-      factors.push_back(p.rope_factor);
-    } else {
-      const float smooth =
-          (static_cast<float>(p.rope_original_context) / wavelen - p.rope_low_freq_factor) /
-          (p.rope_high_freq_factor - p.rope_low_freq_factor);
-      factors.push_back(1.0f / ((1.0f - smooth) / p.rope_factor + smooth));
-    }
-  }
-  return factors;
+  return llama3_rope_factors(p.rope_theta, p.head_dim, p.rope_factor, p.rope_low_freq_factor,
+                             p.rope_high_freq_factor, p.rope_original_context);
 }
 
 }  // namespace k25
