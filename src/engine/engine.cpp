@@ -115,6 +115,15 @@ Engine::Engine(Model& model, EngineOptions options)
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
+  if (!(options_.target_step_ms >= 0)) fail("engine: target_step_ms must be >= 0");
+  if (options_.target_step_ms > 0) {
+    CalibratorOptions calibration;
+    calibration.target_step_ms = options_.target_step_ms;
+    calibration.prior_position_cost = scheduler_.options().position_cost;
+    calibrator_.emplace(calibration);
+  }
+  stats_.step_token_budget = scheduler_.options().step_token_budget;
+  stats_.step_position_cost = scheduler_.options().position_cost;
   const ModelConfig& c = model_.config();
   const int kv_dim = c.n_kv_heads * c.head_dim;
   size_t budget = options_.kv_budget_bytes;
@@ -627,6 +636,7 @@ void Engine::step() {
 
   const Clock::time_point step_start = Clock::now();
   int n_tokens = 0, n_sequences = 0;
+  double positions = 0;  // the sum of the tokens' context positions (attention's share)
   // One forward call per compute plan; the scheduler put each plan's tasks next to each other.
   for (size_t begin = 0; begin < decision.tasks.size();) {
     size_t end = begin;
@@ -636,6 +646,7 @@ void Engine::step() {
       const TaskDescriptor& t = decision.tasks[end++];
       group.push_back({live[t.seq], t});
       n_tokens += t.length;
+      positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
       ++n_sequences;
     }
     // Equal keys almost always mean equal plans; split the group if a collision says otherwise.
@@ -651,9 +662,20 @@ void Engine::step() {
     }
     begin = end;
   }
-  stats_.step_seconds.observe(ms_between(step_start, Clock::now()) / 1000.0);
+  const double step_ms = ms_between(step_start, Clock::now());
+  stats_.step_seconds.observe(step_ms / 1000.0);
+  if (calibrator_) recalibrate(n_tokens, positions, step_ms);
   stats_.batch_sequences.observe(n_sequences);
   stats_.batch_tokens.observe(n_tokens);
+}
+
+void Engine::recalibrate(int n_tokens, double positions, double step_ms) {
+  calibrator_->observe(n_tokens, positions, step_ms);
+  const std::optional<StepCalibration> c = calibrator_->calibration();
+  if (!c) return;
+  scheduler_.set_step_cost(c->step_token_budget, c->position_cost);
+  stats_.step_token_budget = c->step_token_budget;
+  stats_.step_position_cost = c->position_cost;
 }
 
 void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
