@@ -180,7 +180,8 @@ async function send(text) {
       const piece = choice?.delta?.content;
       if (piece) {
         answer += piece;
-        textNode.textContent = answer;
+        // Answers often start with a space (after "assistant:"); it is not shown.
+        textNode.textContent = answer.trimStart();
         scrollDown();
       }
       if (choice?.finish_reason) summary.finish = choice.finish_reason;
