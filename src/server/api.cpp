@@ -7,6 +7,8 @@
 #include "server/auth.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
+#include "server/static_files.h"
+#include "server/static_route.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -189,6 +191,11 @@ net::awaitable<void> Api::handle(HttpExchange& ex) {
 }
 
 net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, RequestLog& log) {
+  // The chat page is public: the browser needs it to ask for the key its API calls then carry.
+  if (is_static_path(path)) {
+    co_await serve_static(ex, path);
+    co_return;
+  }
   const Route* route = find_route(path);
   if (!route) throw ApiException(make_error(404, "no route " + path, "not_found"));
   if (ex.request().method() != route->method) {

@@ -1,7 +1,7 @@
 // The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/models, /health,
-// /metrics, /tokenize, /detokenize), authentication, errors in OpenAI's shape, one log line per
-// request, the fallback circuit breaker (R-CFG3). Talks to the engine only through submit /
-// events / cancel.
+// /metrics, /tokenize, /detokenize, the chat page at / and /ui/), authentication, errors in
+// OpenAI's shape, one log line per request, the fallback circuit breaker (R-CFG3). Talks to the
+// engine only through submit / events / cancel.
 #pragma once
 
 #include <atomic>

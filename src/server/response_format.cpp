@@ -89,14 +89,23 @@ json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
   return out;
 }
 
+// The answer's timings and compute plan: part of /generate's summary (R-API1) and k25's extension
+// of the OpenAI shapes (as llama.cpp's server adds `timings`), on the whole response and on the
+// chunk with the finish reason. OpenAI clients ignore fields they do not know; the chat page
+// shows them.
+void add_k25_summary(json& out, const ResponseContext& ctx, const GenerationOutcome& o) {
+  out["timings"] = {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}};
+  out["flash"] = flash(ctx, o);
+}
+
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
-  return {{"finish_reason", finish_reason_name(o.finish_reason)},
-          {"usage",
-           {{"prompt_tokens", o.prompt_tokens},
-            {"completion_tokens", o.completion_tokens},
-            {"cached_tokens", o.cached_tokens}}},
-          {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-          {"flash", flash(ctx, o)}};
+  json out = {{"finish_reason", finish_reason_name(o.finish_reason)},
+              {"usage",
+               {{"prompt_tokens", o.prompt_tokens},
+                {"completion_tokens", o.completion_tokens},
+                {"cached_tokens", o.cached_tokens}}}};
+  add_k25_summary(out, ctx, o);
+  return out;
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {
@@ -128,6 +137,7 @@ json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
   }
   out["choices"] = json::array({choice});
   out["usage"] = usage(o);
+  add_k25_summary(out, ctx, o);
   return out;
 }
 
@@ -176,6 +186,7 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   out["choices"] = json::array({choice});
   if (ctx.include_usage) out["usage"] = nullptr;
+  add_k25_summary(out, ctx, o);
   chunks.push_back(out);
   if (ctx.include_usage) {
     json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
