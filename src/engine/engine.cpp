@@ -222,8 +222,10 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   if (embedding && ((request.plan && !request.plan->is_full()) || request.adaptive_pruning)) {
     return {SubmitStatus::Invalid, 0, "an embedding request runs the whole model (no pruning)"};
   }
+  // The prompt's positions and a generated token's (none for an embedding).
+  const int n_positions = n_prompt + (embedding ? 0 : 1);
   const size_t prompt_pages =
-      static_cast<size_t>(n_prompt + options_.kv_page_tokens) / options_.kv_page_tokens;
+      static_cast<size_t>(n_positions + options_.kv_page_tokens - 1) / options_.kv_page_tokens;
   if (prompt_pages > kv_->pool().pages_total()) {
     return {SubmitStatus::Invalid, 0,
             concat("the prompt has ", n_prompt, " tokens; the KV budget (", kv_->bytes_budget(),

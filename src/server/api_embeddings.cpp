@@ -16,6 +16,10 @@ namespace k25 {
 namespace {
 
 constexpr std::chrono::milliseconds kClientCheckInterval{100};
+// A request the engine has finished holds its queue place until the engine releases it, a
+// moment after its event: a full queue is retried this often, this many times, before 429.
+constexpr std::chrono::milliseconds kReleaseWait{2};
+constexpr int kMaxReleaseWaits = 250;
 
 // The inputs' Finished events, by input; the channel only wakes the coroutine.
 struct EmbeddingResults {
@@ -94,9 +98,11 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
   };
   std::vector<std::vector<float>> vectors(prompts.size());
   auto next_client_check = std::chrono::steady_clock::now();
+  int release_waits = 0;
   // As many inputs in the engine at once as its queue takes: a full queue only holds the rest
-  // back until one of ours finishes (429 only when none of ours is in flight).
+  // back until ours free their places (429 only when none of ours is in the engine).
   while (n_finished < prompts.size()) {
+    bool waiting_for_release = false;
     while (ids.size() < prompts.size()) {
       const size_t i = ids.size();
       GenerationRequest request;
@@ -113,15 +119,22 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
           });
       if (r.status == SubmitStatus::Accepted) {
         ids.push_back(r.id);
+        release_waits = 0;
         continue;
       }
       if (r.status == SubmitStatus::QueueFull && ids.size() > n_finished) break;
+      if (r.status == SubmitStatus::QueueFull && !ids.empty() &&
+          ++release_waits <= kMaxReleaseWaits) {
+        waiting_for_release = true;
+        break;
+      }
       cancel_rest();
       if (r.status == SubmitStatus::Invalid)
         throw_bad_request(concat("input[", i, "]: ", r.message), "input");
       throw ApiException(submit_error(r, config_.retry_after_s));
     }
-    std::optional<GenerationEvent> event = co_await channel->next(kClientCheckInterval);
+    std::optional<GenerationEvent> event =
+        co_await channel->next(waiting_for_release ? kReleaseWait : kClientCheckInterval);
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_client_check &&
         (next_client_check = now + kClientCheckInterval, ex.peer_closed())) {

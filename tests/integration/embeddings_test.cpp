@@ -1,0 +1,71 @@
+// /v1/embeddings on the real k25-server (stories260K, the shipped k25_config.yaml: F16 KV cache):
+// agreement with llama.cpp's vectors, and the official openai client's embeddings calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "../unit/embedding_reference.h"
+#include "server_process.h"
+
+namespace k25::testing {
+namespace {
+
+using nlohmann::json;
+
+class EmbeddingServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string model = std::string(K25_SHARED_DIR) + "/models/stories260K.gguf";
+    if (!std::filesystem::exists(model)) return;  // SetUp fails the tests
+    server_ = new ServerProcess({"--config", std::string(K25_SOURCE_DIR) + "/k25_config.yaml",
+                                 "--model", model, "--threads", "1"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << K25_SHARED_DIR << " has no stories260K"; }
+  int port() const { return server_->port(); }
+
+  static ServerProcess* server_;
+};
+ServerProcess* EmbeddingServer::server_ = nullptr;
+
+// Within the tolerance of tests/unit/engine_embedding_test.cpp (measured with an F16 cache on
+// both sides: 9.8e-5, docs/server.md).
+TEST_F(EmbeddingServer, AgreesWithLlamaCpp) {
+  json input = json::array();
+  for (const auto& ref : kStoriesMean) input.push_back(ref.text);
+  HttpResult r = http_call(port(), "POST", "/v1/embeddings", json({{"input", input}}).dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  json body = json::parse(r.body);
+  ASSERT_EQ(body["data"].size(), kStoriesMean.size());
+  for (size_t i = 0; i < kStoriesMean.size(); ++i) {
+    const std::vector<float> got = body["data"][i]["embedding"].get<std::vector<float>>();
+    const std::vector<float>& want = kStoriesMean[i].embedding;
+    ASSERT_EQ(got.size(), want.size());
+    double dot = 0;
+    for (size_t j = 0; j < got.size(); ++j) {
+      EXPECT_NEAR(got[j], want[j], 5e-4) << kStoriesMean[i].text << " [" << j << "]";
+      dot += double(got[j]) * want[j];
+    }
+    EXPECT_GE(dot, 0.99999) << kStoriesMean[i].text;  // both have unit length
+  }
+}
+
+// The official openai npm package (scripts/setup.sh installs it into
+// tests/integration/openai_client): its default embeddings request asks for base64.
+TEST_F(EmbeddingServer, OfficialOpenAiClient) {
+  const std::string dir = std::string(K25_SOURCE_DIR) + "/tests/integration/openai_client";
+  ASSERT_TRUE(std::filesystem::exists(dir + "/node_modules/openai"))
+      << dir << "/node_modules/openai is missing: run scripts/setup.sh";
+  auto [rc, out] =
+      run_command("node " + dir + "/embeddings.mjs " + std::to_string(port()) + " 2>&1");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace k25::testing
