@@ -1,5 +1,6 @@
 // /v1/embeddings on the real k25-server (stories260K, the shipped k25_config.yaml: F16 KV cache):
-// agreement with llama.cpp's vectors, and the official openai client's embeddings calls.
+// agreement with llama.cpp's vectors, and the official openai client's embeddings calls; and
+// `k25-run embed`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -65,6 +66,25 @@ TEST_F(EmbeddingServer, OfficialOpenAiClient) {
       run_command("node " + dir + "/embeddings.mjs " + std::to_string(port()) + " 2>&1");
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
+}
+
+TEST(K25RunEmbed, PrintsTheVectorsAsJson) {
+  const std::string run = std::string(K25_BIN_DIR) + "/k25-run embed -m " +
+                          std::string(K25_SHARED_DIR) + "/models/stories260K.gguf -t 1";
+  auto [rc, out] = run_command(run + " --pooling last -p '" + kStoriesLast.text + "' -p 'Lily'");
+  ASSERT_EQ(rc, 0) << out;
+  json body = json::parse(out);
+  EXPECT_EQ(body["pooling"], "last");
+  ASSERT_EQ(body["data"].size(), 2u);
+  EXPECT_EQ(body["data"][1]["index"], 1);
+  const std::vector<float> got = body["data"][0]["embedding"].get<std::vector<float>>();
+  ASSERT_EQ(got.size(), kStoriesLast.embedding.size());
+  for (size_t j = 0; j < got.size(); ++j) EXPECT_NEAR(got[j], kStoriesLast.embedding[j], 5e-4);
+
+  auto [bad_rc, bad_out] = run_command(run + " --pooling max -p x 2>&1");
+  EXPECT_NE(bad_rc, 0);
+  EXPECT_NE(bad_out.find("error: --pooling: 'max' is not mean, cls or last"), std::string::npos)
+      << bad_out;
 }
 
 }  // namespace
