@@ -24,7 +24,7 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab)
+  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab, int dim)
       : id(id_),
         request(std::move(request_)),
         on_event(std::move(on_event_)),
@@ -32,7 +32,9 @@ struct Engine::Sequence {
         stop_matcher(request.stop),
         tokens(request.prompt),
         submitted(Clock::now()),
-        queued_since(submitted) {}
+        queued_since(submitted) {
+    if (request.embedding) pooler.emplace(*request.embedding, dim);
+  }
 
   RequestId id;
   GenerationRequest request;
@@ -73,6 +75,8 @@ struct Engine::Sequence {
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
   Clock::time_point last_token;
   double ttft_ms = 0;
+  // Embedding requests: takes the final hidden states as the prompt's positions are computed.
+  std::optional<EmbeddingPooler> pooler;
 
   std::shared_ptr<const ComputePlan> current_plan = request.plan;  // Level 3 may change it
   AdaptiveState adaptive;
@@ -214,20 +218,31 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   if (n_prompt == 0) {
     return {SubmitStatus::Invalid, 0, "the prompt has no tokens"};
   }
-  if (n_prompt >= context_size_) {
+  const bool embedding = request.embedding.has_value();
+  if (embedding && n_prompt > context_size_) {
+    return {SubmitStatus::Invalid, 0,
+            concat("the input has ", n_prompt, " tokens; the context holds ", context_size_)};
+  }
+  if (!embedding && n_prompt >= context_size_) {
     return {SubmitStatus::Invalid, 0,
             concat("the prompt has ", n_prompt, " tokens; the context holds ", context_size_,
                    " (prompt and at least one generated token)")};
   }
+  if (embedding && ((request.plan && !request.plan->is_full()) || request.adaptive_pruning)) {
+    return {SubmitStatus::Invalid, 0, "an embedding request runs the whole model (no pruning)"};
+  }
+  // The prompt's positions and a generated token's (none for an embedding).
+  const int n_positions = n_prompt + (embedding ? 0 : 1);
   const size_t prompt_pages =
-      static_cast<size_t>(n_prompt + options_.kv_page_tokens) / options_.kv_page_tokens;
+      static_cast<size_t>(n_positions + options_.kv_page_tokens - 1) / options_.kv_page_tokens;
   if (prompt_pages > kv_->pool().pages_total()) {
     return {SubmitStatus::Invalid, 0,
             concat("the prompt has ", n_prompt, " tokens; the KV budget (", kv_->bytes_budget(),
                    " bytes) holds ", kv_->pool().pages_total() * options_.kv_page_tokens,
                    " positions")};
   }
-  if (request.max_tokens < 1) return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
+  if (!embedding && request.max_tokens < 1)
+    return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
   const int n_vocab = model_.config().n_vocab;
   for (TokenId t : request.prompt) {
     if (t < 0 || t >= n_vocab) {
@@ -236,7 +251,8 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   }
   std::unique_ptr<Sequence> seq;
   try {
-    seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab);
+    seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab,
+                                     model_.config().dim);
   } catch (const Error& e) {
     return {SubmitStatus::Invalid, 0, e.what()};
   }
@@ -408,6 +424,9 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
   // a sequence never writes into a page it shares.
   seq.awaiting_l3 = false;
+  // An embedding pools the hidden states of every position, so it computes them all (its
+  // pages still go to the prefix cache when it finishes: they are the full model's KV).
+  if (seq.pooler) return;
   if (!prefix_ || seq.plan() || seq.kv_id >= 0 || seq.restore) return;
   const size_t n_pages = (seq.tokens.size() - 1) / options_.kv_page_tokens;
   if (n_pages == 0) return;
@@ -681,8 +700,9 @@ void Engine::recalibrate(int n_tokens, double positions, double step_ms) {
 void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
                        const ComputePlan* plan) {
   std::vector<BatchToken> batch;
-  std::vector<std::pair<Sequence*, int>> in_batch;  // sequence, tokens it has in the batch
-  std::vector<Sequence*> wanting_logits;            // in batch order
+  std::vector<std::pair<Sequence*, int>> in_batch;        // sequence, tokens it has in the batch
+  std::vector<Sequence*> wanting_logits;                  // in batch order
+  std::vector<std::pair<Sequence*, int>> wanting_hidden;  // sequence, position; in batch order
   for (const auto& [seq, task] : group) {
     if (seq->finished) continue;
     try {
@@ -693,9 +713,12 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     }
     for (int j = 0; j < task.length; ++j) {
       const int pos = task.start + j;
-      const bool last = pos + 1 == static_cast<int>(seq->tokens.size());
-      batch.push_back({seq->tokens[pos], pos, seq->kv_id, last});
-      if (last) wanting_logits.push_back(seq);
+      const int n_tokens = static_cast<int>(seq->tokens.size());
+      BatchToken token{seq->tokens[pos], pos, seq->kv_id, pos + 1 == n_tokens && !seq->pooler};
+      token.want_hidden = seq->pooler && seq->pooler->wants(pos, n_tokens);
+      batch.push_back(token);
+      if (token.want_logits) wanting_logits.push_back(seq);
+      if (token.want_hidden) wanting_hidden.push_back({seq, pos});
     }
     in_batch.push_back({seq, task.length});
   }
@@ -707,7 +730,11 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_step_delay_ms));
   }
   try {
-    if (plan) {
+    if (!wanting_hidden.empty()) {
+      // Embedding requests run without a plan, so they are only in the plan-less group.
+      hidden_.resize(wanting_hidden.size() * static_cast<size_t>(model_.config().dim));
+      model_.forward_hidden(batch, forward_cache(), logits_.data(), hidden_.data(), *pool_);
+    } else if (plan) {
       model_.forward(batch, forward_cache(), logits_.data(), *pool_, plan);
     } else {
       model_.forward(batch, forward_cache(), logits_.data(), *pool_);
@@ -725,6 +752,16 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     if (recomputed > 0) stats_.recomputed_tokens += recomputed;
     seq->n_computed += n;
     seq->max_computed = std::max(seq->max_computed, seq->n_computed);
+  }
+  const size_t dim = model_.config().dim;
+  for (size_t row = 0; row < wanting_hidden.size(); ++row) {
+    auto [seq, pos] = wanting_hidden[row];
+    seq->pooler->add(pos, static_cast<int>(seq->tokens.size()), hidden_.data() + row * dim);
+  }
+  for (auto& [seq, n] : in_batch) {
+    if (seq->pooler && seq->n_computed == static_cast<int>(seq->tokens.size())) {
+      finish(*seq, FinishReason::Stop);
+    }
   }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
     Sequence& seq = *wanting_logits[row];
@@ -814,6 +851,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.total_ms = ms_between(seq.submitted, Clock::now());
   event.adaptive_decisions = seq.adaptive.decisions;
   if (seq.plan() != nullptr) event.final_plan = seq.current_plan;
+  if (seq.pooler && reason == FinishReason::Stop) event.embedding = seq.pooler->result();
   ++stats_.requests_finished[static_cast<int>(reason)];
   stats_.request_seconds.observe(event.total_ms / 1000.0);
   seq.on_event(event);

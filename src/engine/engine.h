@@ -187,6 +187,7 @@ class Engine {
   std::vector<int> free_kv_ids_;
   int next_kv_id_ = 0;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   Clock::time_point next_idle_spill_{};
   std::thread thread_;
 };

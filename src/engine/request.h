@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/compute_plan.h"
+#include "model/pooling.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 
@@ -39,6 +40,10 @@ struct GenerationRequest {
   // R-KV4: the conversation this request continues ("" = none). Prefix reuse works by content
   // either way; a session's cached pages are kept in preference to others.
   std::string session_id;
+  // Set: an embedding request (/v1/embeddings). The prompt runs through the whole model (prefill
+  // only; no compute plan, no adaptive pruning), no token is generated and the Finished event
+  // carries the pooled, L2-normalised final hidden state. max_tokens and sampling are unused.
+  std::optional<Pooling> embedding;
 };
 
 struct GenerationEvent {
@@ -63,6 +68,8 @@ struct GenerationEvent {
   // (null: the whole model), which may differ from the admission plan.
   int adaptive_decisions = 0;
   std::shared_ptr<const ComputePlan> final_plan;
+  // Finished (Stop) of an embedding request: the vector, model dim floats of unit length.
+  std::vector<float> embedding;
 };
 
 // Called on the engine thread, in order, ending with exactly one Finished event. It must return

@@ -27,6 +27,7 @@ constexpr Route kRoutes[] = {
     {"/v1/models", http::verb::get},       {"/generate", http::verb::post},
     {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
     {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+    {"/v1/embeddings", http::verb::post},
 };
 
 // Outside the coroutines: GCC 12 cannot keep a range-for over an array in a coroutine frame.
@@ -235,6 +236,8 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     co_await generation(ex, ApiFlavor::Completions, log);
   } else if (path == "/v1/chat/completions") {
     co_await generation(ex, ApiFlavor::Chat, log);
+  } else if (path == "/v1/embeddings") {
+    co_await embeddings(ex, log);
   } else if (path == "/tokenize") {
     co_await tokenize(ex);
   } else if (path == "/detokenize") {

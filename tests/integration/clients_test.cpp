@@ -56,5 +56,13 @@ TEST_F(Clients, VercelAiSdkText) {
   EXPECT_CLIENT_PASSES("ai_sdk_text.mjs", server_args());
 }
 
+// embeddings.create: the client's default base64 transfer and encoding_format "float", one
+// string and a batch, width = /v1/models meta.n_embd, norm 1, empty input (400).
+TEST_F(Clients, OpenAiEmbeddings) {
+  const std::string missing = missing_node_package("openai");
+  ASSERT_TRUE(missing.empty()) << missing;
+  EXPECT_CLIENT_PASSES("openai_embeddings.mjs", server_args());
+}
+
 }  // namespace
 }  // namespace k25::testing

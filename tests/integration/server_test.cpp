@@ -436,8 +436,6 @@ TEST_F(Server, CApiExampleRuns) {
   EXPECT_NE(out.find("k25_completion_tokens_total 24"), std::string::npos) << out;
 }
 
-// The official openai npm package (installed by scripts/setup.sh into
-// tests/integration/openai_client) as a client nobody here wrote.
 TEST(ServerProcessTest, ApiKeyProtectsEverythingButHealth) {
   REQUIRE_MODEL();
   std::vector<std::string> args = base_args();
