@@ -26,18 +26,17 @@ std::string ToolCallStream::push(std::string_view text) {
   pending_ += text;
   if (section_at_ != std::string::npos) return "";
   section_at_ = find_tool_call_start(format_, pending_, !content_started_);
-  // Held back: trailing whitespace (trimmed away if calls follow) and a marker's beginning.
+  // Held back: a marker's beginning, and the whitespace before it or at the end (trimmed away
+  // if calls follow).
   size_t keep = section_at_;
   if (keep == std::string::npos) {
     keep = pending_.size();
-    while (keep > 0 && is_space(pending_[keep - 1])) --keep;
     for (const ToolCallStart& start : starts_) {
       if (start.only_at_beginning && content_started_) continue;
       keep = std::min(keep, partial_marker_at(pending_, start.marker));
     }
-  } else {
-    while (keep > 0 && is_space(pending_[keep - 1])) --keep;
   }
+  while (keep > 0 && is_space(pending_[keep - 1])) --keep;
   std::string out = pending_.substr(0, keep);
   pending_.erase(0, keep);
   if (section_at_ != std::string::npos) section_at_ -= keep;

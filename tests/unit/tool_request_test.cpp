@@ -65,7 +65,7 @@ TEST(ToolRequest, ReadsToolsChoiceAndParallel) {
   EXPECT_EQ(r.tools.forced_name, "search");
   EXPECT_TRUE(r.tools.forces_call());
 
-  r = parse(chat_body({}));
+  r = parse(chat_body(json::object()));
   EXPECT_TRUE(r.tools.tools.empty());
   EXPECT_FALSE(r.tools.parses_calls());
   r = parse(chat_body({{"tools", nullptr}, {"tool_choice", "auto"}}));
