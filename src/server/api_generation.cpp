@@ -295,7 +295,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     if (client_gone) co_return;  // nobody to answer
     if (parsed.tools.parses_calls()) {
       outcome.tools = parse_tool_calls(tool_call_format_, outcome.text, parsed.tools.tools);
-      assign_tool_call_ids(outcome.tools->calls);
+      assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
     }
     json body = full_response(ctx, outcome);
     co_await ex.send(200, "application/json", json_text(body));
@@ -347,7 +347,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       std::string text = tool_stream ? tool_stream->push(event->text) : event->text;
       if (tool_stream) {
         outcome.tools = tool_stream->finish();
-        assign_tool_call_ids(outcome.tools->calls);
+        assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
         text += outcome.tools->content;
       }
       if (!text.empty() || !pending_logprobs.empty()) {

@@ -6,19 +6,20 @@ namespace k25 {
 
 using nlohmann::json;
 
-std::string new_tool_call_id() {
+std::string new_tool_call_id(ToolCallFormat format) {
   static constexpr char kAlphabet[] =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   thread_local std::mt19937_64 rng{std::random_device{}()};
   std::uniform_int_distribution<size_t> pick(0, sizeof(kAlphabet) - 2);
-  std::string id = "call_";
-  for (int i = 0; i < 24; ++i) id += kAlphabet[pick(rng)];
+  const bool mistral = format == ToolCallFormat::Mistral;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kAlphabet[pick(rng)];
   return id;
 }
 
-void assign_tool_call_ids(std::vector<ToolCall>& calls) {
+void assign_tool_call_ids(std::vector<ToolCall>& calls, ToolCallFormat format) {
   for (ToolCall& call : calls) {
-    if (call.id.empty()) call.id = new_tool_call_id();
+    if (call.id.empty()) call.id = new_tool_call_id(format);
   }
 }
 

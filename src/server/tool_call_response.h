@@ -10,10 +10,11 @@
 
 namespace k25 {
 
-// "call_" and 24 random letters and digits, as OpenAI's ids look.
-std::string new_tool_call_id();
+// "call_" and 24 random letters and digits, as OpenAI's ids look; for the Mistral format 9 letters
+// and digits, since Mistral's templates refuse any other id when the conversation comes back.
+std::string new_tool_call_id(ToolCallFormat format);
 // Gives every call without an id a new one.
-void assign_tool_call_ids(std::vector<ToolCall>& calls);
+void assign_tool_call_ids(std::vector<ToolCall>& calls, ToolCallFormat format);
 
 // [{"id", "type": "function", "function": {"name", "arguments"}}]
 nlohmann::json tool_calls_message_json(const std::vector<ToolCall>& calls);
