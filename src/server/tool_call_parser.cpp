@@ -81,14 +81,19 @@ struct Cursor {
   }
 };
 
+// A JSON value's compact text; bytes of the model's text that are not UTF-8 become U+FFFD.
+std::string compact(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Arguments as OpenAI sends them: a JSON object's compact text. Models write an object, or a
 // string holding one.
 std::optional<std::string> arguments_text(const json* arguments) {
   if (!arguments || arguments->is_null()) return "{}";
-  if (arguments->is_object()) return arguments->dump();
+  if (arguments->is_object()) return compact(*arguments);
   if (arguments->is_string()) {
     json parsed = json::parse(arguments->get<std::string>(), nullptr, false);
-    if (parsed.is_object()) return parsed.dump();
+    if (parsed.is_object()) return compact(parsed);
   }
   return std::nullopt;
 }
@@ -228,7 +233,7 @@ bool qwen_xml_calls(Cursor& c, const json& tools, std::vector<ToolCall>& calls) 
     if (!c.eat("</function>")) return false;
     c.skip_space();
     if (!c.eat("</tool_call>")) return false;
-    calls.push_back({"", std::string(*name), arguments.dump()});
+    calls.push_back({"", std::string(*name), compact(arguments)});
     c.skip_space();
   } while (c.at("<tool_call>"));
   return true;
@@ -258,7 +263,7 @@ bool glm_xml_calls(Cursor& c, const json& tools, std::vector<ToolCall>& calls) {
       arguments[std::string(*key)] = typed_value(tools, name, std::string(*key), *value);
     }
     if (!c.eat("</tool_call>")) return false;
-    calls.push_back({"", name, arguments.dump()});
+    calls.push_back({"", name, compact(arguments)});
     c.skip_space();
   } while (c.at("<tool_call>"));
   return true;
@@ -268,7 +273,7 @@ bool glm_xml_calls(Cursor& c, const json& tools, std::vector<ToolCall>& calls) {
 bool append_named_call(std::string_view name, Cursor& c, std::vector<ToolCall>& calls) {
   std::optional<json> arguments = c.json_value();
   if (!arguments || !arguments->is_object()) return false;
-  calls.push_back({"", std::string(trim(name)), arguments->dump()});
+  calls.push_back({"", std::string(trim(name)), compact(*arguments)});
   return true;
 }
 

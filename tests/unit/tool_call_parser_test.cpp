@@ -297,6 +297,17 @@ TEST(ToolCallParser, XmlValuesAreTypedByTheParameterSchema) {
   EXPECT_EQ(json::parse(p.calls[0].arguments), json::parse(R"({"n":42,"s":"42","o":{"a":[1]}})"));
 }
 
+// Found by tool_call_fuzz: XML values are the model's bytes, which need not be UTF-8.
+TEST(ToolCallParser, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  ToolCallParse p = parse_tool_calls(
+      ToolCallFormat::QwenXml,
+      "<tool_call>\n<function=search>\n<parameter=q\xfc>\nk\xff\n</parameter>\n</function>\n"
+      "</tool_call>",
+      tools_4());
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{\"q\xEF\xBF\xBD\":\"k\xEF\xBF\xBD\"}");
+}
+
 TEST(ToolCallParser, WhatDoesNotParseStaysContentUnchanged) {
   const std::vector<std::pair<ToolCallFormat, std::string>> cases = {
       {ToolCallFormat::Hermes, "<tool_call>\n{\"name\": \"get_weather\", \"argu"},  // cut off
