@@ -123,6 +123,7 @@ void Api::set_engine(Engine* engine) {
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
   const Vocab& vocab = model.tokenizer().vocab();
   chat_template_ = detect_chat_template(vocab.chat_template);
+  tool_call_format_ = detect_tool_call_format(vocab.chat_template);
   // A turn-end marker that is one token of the vocabulary stops by id (control tokens are
   // not rendered into the text); otherwise it is a stop string.
   for (const std::string& marker : chat_end_markers(chat_template_)) {
@@ -275,7 +276,8 @@ net::awaitable<void> Api::models(HttpExchange& ex) {
                   {"n_ctx_train", c.context_length},
                   {"n_embd", c.dim},
                   {"n_layer", c.n_layers},
-                  {"chat_template", chat_template_name(chat_template_)}}}};
+                  {"chat_template", chat_template_name(chat_template_)},
+                  {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
   json body = {{"object", "list"}, {"data", json::array({model})}};
   co_await ex.send(200, "application/json", json_text(body));
 }

@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/ops_metrics.h"
 #include "server/request_parsing.h"
+#include "server/tool_call_format.h"
 #include "server/upstream.h"
 #include "server/warmup.h"
 
@@ -81,6 +82,7 @@ class Api {
   std::string model_name_;
   RequestDefaults defaults_;
   ChatTemplate chat_template_ = ChatTemplate::Plain;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::Hermes;
   std::vector<TokenId> chat_stop_tokens_;
   std::vector<std::string> chat_stop_strings_;
 };

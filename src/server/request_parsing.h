@@ -10,6 +10,7 @@
 
 #include "model/sampler.h"
 #include "server/chat_template.h"
+#include "server/tool_request.h"
 
 namespace k25 {
 
@@ -40,6 +41,7 @@ struct ParsedRequest {
   // R-KV4: /generate's "session_id", OpenAI's "user" (the server also reads x-session-id).
   std::string session_id;
   bool pruning_off = false;  // "pruning": "off" (R-PR5: the request runs the full model)
+  ToolRequest tools;         // Chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Throws ApiException on malformed JSON (including invalid UTF-8 and nesting deeper than 64).

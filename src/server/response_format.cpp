@@ -1,5 +1,7 @@
 #include "server/response_format.h"
 
+#include "server/tool_call_response.h"
+
 namespace k25 {
 
 using nlohmann::json;
@@ -112,6 +114,15 @@ json openai_envelope(const ResponseContext& ctx, const char* object) {
   return {{"id", ctx.id}, {"object", object}, {"created", ctx.created}, {"model", ctx.model}};
 }
 
+bool made_tool_calls(const GenerationOutcome& o) {
+  return o.tools && !o.tools->calls.empty();
+}
+
+// OpenAI's finish reason: "tool_calls" when the answer made calls.
+std::string finish_reason_of(const GenerationOutcome& o) {
+  return made_tool_calls(o) ? "tool_calls" : finish_reason_name(o.finish_reason);
+}
+
 const char* chunk_object(ApiFlavor flavor) {
   return flavor == ApiFlavor::Chat ? "chat.completion.chunk" : "text_completion";
 }
@@ -124,11 +135,15 @@ json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
     out["text"] = o.text;
     return out;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}};
   json out;
   if (ctx.flavor == ApiFlavor::Chat) {
     out = openai_envelope(ctx, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+    choice["message"] = {{"role", "assistant"}, {"content", o.tools ? o.tools->content : o.text}};
+    if (made_tool_calls(o)) {
+      if (o.tools->content.empty()) choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = tool_calls_message_json(o.tools->calls);
+    }
     choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
   } else {
     out = openai_envelope(ctx, "text_completion");
@@ -169,6 +184,16 @@ json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
   return out;
 }
 
+json stream_tool_calls_chunk(const ResponseContext& ctx, const std::vector<ToolCall>& calls) {
+  json out = openai_envelope(ctx, "chat.completion.chunk");
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", {{"tool_calls", tool_calls_delta_json(calls)}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+  if (ctx.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
 std::vector<json> stream_final_chunks(const ResponseContext& ctx, const GenerationOutcome& o) {
   if (ctx.flavor == ApiFlavor::Generate) {
     json last = generate_summary(ctx, o);
@@ -177,8 +202,7 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   std::vector<json> chunks;
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {
-      {"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}, {"logprobs", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = json::object();
   } else {
