@@ -1,5 +1,7 @@
 #include "server/response_format.h"
 
+#include "server/anthropic_format.h"
+
 namespace k25 {
 
 using nlohmann::json;
@@ -90,6 +92,7 @@ json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
+  // /generate keeps k25's own values, "cancelled" and "error" included.
   return {{"finish_reason", finish_reason_name(o.finish_reason)},
           {"usage",
            {{"prompt_tokens", o.prompt_tokens},
@@ -109,32 +112,49 @@ const char* chunk_object(ApiFlavor flavor) {
 
 }  // namespace
 
-json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
+const char* openai_finish_reason(FinishReason reason) {
+  return reason == FinishReason::Length ? "length" : "stop";
+}
+
+GenerationOutcome summed_usage(const std::vector<GenerationOutcome>& choices) {
+  GenerationOutcome total;
+  if (choices.empty()) return total;
+  total.prompt_tokens = choices.front().prompt_tokens;
+  total.cached_tokens = choices.front().cached_tokens;
+  for (const GenerationOutcome& c : choices) total.completion_tokens += c.completion_tokens;
+  return total;
+}
+
+json full_response(const ResponseContext& ctx, const std::vector<GenerationOutcome>& choices) {
   if (ctx.flavor == ApiFlavor::Generate) {
-    json out = generate_summary(ctx, o);
-    out["text"] = o.text;
+    json out = generate_summary(ctx, choices.at(0));
+    out["text"] = choices[0].text;
     return out;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}};
-  json out;
-  if (ctx.flavor == ApiFlavor::Chat) {
-    out = openai_envelope(ctx, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
-    choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
-  } else {
-    out = openai_envelope(ctx, "text_completion");
-    choice["text"] = o.text;
-    choice["logprobs"] = o.want_logprobs ? completion_logprobs(o.logprobs, 0) : json();
+  if (ctx.flavor == ApiFlavor::Messages) return anthropic_message(ctx, choices.at(0));
+  json out =
+      openai_envelope(ctx, ctx.flavor == ApiFlavor::Chat ? "chat.completion" : "text_completion");
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerationOutcome& o = choices[i];
+    json choice = {{"index", i}, {"finish_reason", openai_finish_reason(o.finish_reason)}};
+    if (ctx.flavor == ApiFlavor::Chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+      choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
+    } else {
+      choice["text"] = o.text;
+      choice["logprobs"] = o.want_logprobs ? completion_logprobs(o.logprobs, 0) : json();
+    }
+    out["choices"].push_back(choice);
   }
-  out["choices"] = json::array({choice});
-  out["usage"] = usage(o);
+  out["usage"] = usage(summed_usage(choices));
   return out;
 }
 
-json stream_start_chunk(const ResponseContext& ctx) {
+json stream_start_chunk(const ResponseContext& ctx, int index) {
   if (ctx.flavor != ApiFlavor::Chat) return json();
   json out = openai_envelope(ctx, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});
@@ -142,11 +162,11 @@ json stream_start_chunk(const ResponseContext& ctx) {
   return out;
 }
 
-json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
+json stream_text_chunk(const ResponseContext& ctx, int index, const std::string& text,
                        const std::vector<TokenLogprobEntry>* logprobs) {
   if (ctx.flavor == ApiFlavor::Generate) return {{"text", text}};
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = {{"content", text}};
     choice["logprobs"] = logprobs ? chat_logprobs(*logprobs) : json();
@@ -159,16 +179,16 @@ json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
   return out;
 }
 
-std::vector<json> stream_final_chunks(const ResponseContext& ctx, const GenerationOutcome& o) {
+json stream_finish_chunk(const ResponseContext& ctx, int index, const GenerationOutcome& o) {
   if (ctx.flavor == ApiFlavor::Generate) {
     json last = generate_summary(ctx, o);
     last["text"] = "";
-    return {last};
+    return last;
   }
-  std::vector<json> chunks;
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {
-      {"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", index},
+                 {"finish_reason", openai_finish_reason(o.finish_reason)},
+                 {"logprobs", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = json::object();
   } else {
@@ -176,14 +196,15 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   out["choices"] = json::array({choice});
   if (ctx.include_usage) out["usage"] = nullptr;
-  chunks.push_back(out);
-  if (ctx.include_usage) {
-    json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
-    tail["choices"] = json::array();
-    tail["usage"] = usage(o);
-    chunks.push_back(tail);
-  }
-  return chunks;
+  return out;
+}
+
+json stream_usage_chunk(const ResponseContext& ctx, const std::vector<GenerationOutcome>& choices) {
+  if (ctx.flavor == ApiFlavor::Generate || !ctx.include_usage) return json();
+  json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
+  tail["choices"] = json::array();
+  tail["usage"] = usage(summed_usage(choices));
+  return tail;
 }
 
 }  // namespace k25

@@ -43,11 +43,13 @@ const chatStream = await client.chat.completions.create({
 for await (const chunk of chatStream) chatStreamed += chunk.choices[0]?.delta?.content ?? "";
 check(chatStreamed === chat.choices[0].message.content, `streamed chat text '${chatStreamed}'`);
 
+const two = await client.completions.create({ model: "k25", prompt: "x", n: 2, max_tokens: 4 });
+check(two.choices.length === 2 && two.choices[1].index === 1, "n=2 choices");
 try {
-  await client.completions.create({ model: "k25", prompt: "x", n: 2 });
-  check(false, "n=2 accepted");
+  await client.completions.create({ model: "k25", prompt: "x", n: 17 });
+  check(false, "n=17 accepted");
 } catch (e) {
-  check(e.status === 400, `n=2 status ${e.status}`);
+  check(e.status === 400, `n=17 status ${e.status}`);
 }
 
 const models = await client.models.list();
