@@ -82,7 +82,9 @@ void expect_openai_error(const HttpResult& r, int status, const std::string& par
   json j = json::parse(r.body, nullptr, false);
   ASSERT_TRUE(j.is_object() && j.contains("error")) << r.body;
   EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
-  if (!param.empty()) EXPECT_EQ(j["error"]["param"], param) << r.body;
+  if (!param.empty()) {
+    EXPECT_EQ(j["error"]["param"], param) << r.body;
+  }
 }
 
 // ---- /v1/models/{id} -------------------------------------------------------------------------
@@ -141,7 +143,7 @@ TEST_F(ApiSurface, MaxTokensBeyondTheContextIs400) {
 // ---- logit_bias, presence_penalty, frequency_penalty -----------------------------------------
 
 TEST_F(ApiSurface, LogitBiasPlus100ForcesAToken) {
-  const int id = unique_id_of(" cat");
+  const int id = unique_id_of(" the");
   ASSERT_GE(id, 0);
   for (const char* target : {"/v1/completions", "/generate"}) {
     SCOPED_TRACE(target);
@@ -152,33 +154,41 @@ TEST_F(ApiSurface, LogitBiasPlus100ForcesAToken) {
     json j = post_ok(target, body);
     const std::string text =
         std::string(target) == "/generate" ? j["text"] : j["choices"][0]["text"];
-    EXPECT_EQ(text, " cat cat cat cat cat cat");
+    EXPECT_EQ(text, " the the the the the the");
   }
   json chat =
       post_ok("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
                                        {"max_tokens", 3},
                                        {"temperature", 0},
                                        {"logit_bias", {{std::to_string(id), 100}}}});
-  EXPECT_EQ(chat["choices"][0]["message"]["content"], " cat cat cat");
+  EXPECT_EQ(chat["choices"][0]["message"]["content"], " the the the");
 }
 
 TEST_F(ApiSurface, LogitBiasMinus100BansTheArgmaxAndTheRunnerUpWins) {
   json base = post_ok(
       "/v1/completions",
-      {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"logprobs", 2}});
-  json top = base["choices"][0]["logprobs"]["top_logprobs"][0];
-  ASSERT_EQ(top.size(), 2u);
+      {{"prompt", "Once upon a time"}, {"max_tokens", 1}, {"temperature", 0}, {"logprobs", 5}});
   const std::string argmax = base["choices"][0]["logprobs"]["tokens"][0];
-  std::string runner_up;
-  for (const auto& [piece, lp] : top.items()) {
-    if (piece != argmax) runner_up = piece;
+  // Ban every token with the argmax's text (a byte token may spell it too); the most likely of
+  // the other texts must come out.
+  json bias = json::object();
+  for (size_t id = 0; id < pieces().size(); ++id) {
+    if (pieces()[id] == argmax) bias[std::to_string(id)] = -100;
   }
-  const int id = unique_id_of(argmax);
-  ASSERT_GE(id, 0) << argmax;
+  ASSERT_FALSE(bias.empty()) << argmax;
+  std::string runner_up;
+  double best = -1e30;
+  for (const auto& [piece, lp] : base["choices"][0]["logprobs"]["top_logprobs"][0].items()) {
+    if (piece != argmax && lp.get<double>() > best) {
+      best = lp.get<double>();
+      runner_up = piece;
+    }
+  }
+  ASSERT_FALSE(runner_up.empty());
   json banned = post_ok("/v1/completions", {{"prompt", "Once upon a time"},
                                             {"max_tokens", 1},
                                             {"temperature", 0},
-                                            {"logit_bias", {{std::to_string(id), -100}}}});
+                                            {"logit_bias", bias}});
   EXPECT_EQ(banned["choices"][0]["text"], runner_up);
 }
 
@@ -365,7 +375,7 @@ TEST_F(ApiSurface, MessagesSystemBlocksTextBlocksAndPrefill) {
   EXPECT_NE(with["content"][0]["text"], plain["content"][0]["text"]);
 }
 
-TEST_F(ApiSurface, MessagesStopSequenceAndEndTurn) {
+TEST_F(ApiSurface, MessagesStopSequence) {
   const std::string text = post_ok("/v1/messages", story_message(30))["content"][0]["text"];
   // A word from the middle of the greedy answer stops it there.
   const size_t space = text.find(' ', 6);
@@ -377,12 +387,8 @@ TEST_F(ApiSurface, MessagesStopSequenceAndEndTurn) {
   EXPECT_EQ(m["stop_reason"], "stop_sequence");
   EXPECT_EQ(m["stop_sequence"], word);
   EXPECT_EQ(m["content"][0]["text"], text.substr(0, text.find(word)));
-  // Without a limit that bites, the story ends on its own (an end token or the template's turn
-  // end): end_turn.
-  json long_story = story_message(context_size() - 64);
-  json ended = post_ok("/v1/messages", long_story);
-  EXPECT_EQ(ended["stop_reason"], "end_turn") << ended.dump();
-  EXPECT_TRUE(ended["stop_sequence"].is_null());
+  // end_turn (an end token or the template's turn end) is in server_anthropic_test: greedy
+  // stories260K does not end a story within its context.
 }
 
 // Anthropic's event sequence, with `event:` names matching the payloads' types.
