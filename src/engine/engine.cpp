@@ -51,6 +51,7 @@ struct Engine::Sequence {
   bool queue_timeout = false;
   bool finished = false;
   bool stop_string_matched = false;  // the output already ends just before a stop string
+  std::string matched_stop;          // that stop string
   bool has_first_token = false;
   int max_computed = 0;  // positions ever computed (what a recompute repeats)
   // Positions [0, full_model_computed) of the KV were computed by the full model (no compute
@@ -821,6 +822,7 @@ void Engine::on_logits(Sequence& seq, float* logits) {
   if (matched.stopped) {
     // The text before the stop string went out with this token; nothing is held back any more.
     seq.stop_string_matched = true;
+    seq.matched_stop = std::move(matched.stop);
     finish(seq, FinishReason::Stop);
     return;
   }
@@ -842,6 +844,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
     if (!tail.stopped) event.text += seq.stop_matcher.flush();
   }
   event.finish_reason = reason;
+  event.matched_stop = seq.matched_stop;
   event.error = std::move(error);
   event.queue_timeout = seq.queue_timeout;
   event.prompt_tokens = static_cast<int>(seq.request.prompt.size());

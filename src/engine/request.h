@@ -57,6 +57,7 @@ struct GenerationEvent {
   std::optional<TokenLogprobs> logprobs;
   // Finished only.
   FinishReason finish_reason = FinishReason::Stop;
+  std::string matched_stop;    // Stop by a stop string: which one ("" for an end token)
   std::string error;           // FinishReason::Error: what went wrong
   bool queue_timeout = false;  // Error: it never started within the queue timeout (retryable)
   int prompt_tokens = 0;

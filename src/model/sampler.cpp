@@ -40,6 +40,13 @@ const SamplingParams& validated(const SamplingParams& params, int n_vocab) {
   if (std::isnan(params.min_p)) fail("sampler: min_p is NaN");
   if (!(params.repeat_penalty > 0) || !std::isfinite(params.repeat_penalty))
     fail("sampler: repeat_penalty must be a positive finite number, got ", params.repeat_penalty);
+  if (!std::isfinite(params.presence_penalty) || !std::isfinite(params.frequency_penalty))
+    fail("sampler: presence_penalty and frequency_penalty must be finite");
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id < 0 || id >= n_vocab)
+      fail("sampler: logit_bias token ", id, " is outside the vocabulary [0, ", n_vocab, ")");
+    if (std::isnan(bias)) fail("sampler: logit_bias of token ", id, " is NaN");
+  }
   return params;
 }
 
@@ -72,6 +79,12 @@ Sampler::Sampler(SamplingParams params, int n_vocab)
 }
 
 TokenId Sampler::sample(float* logits, const std::vector<TokenId>& history) {
+  const TokenId token = pick(logits, history);
+  if (params_.presence_penalty != 0 || params_.frequency_penalty != 0) ++generated_counts_[token];
+  return token;
+}
+
+void Sampler::apply_repeat_penalty(float* logits, const std::vector<TokenId>& history) {
   // Repetition penalty over the last repeat_last_n tokens (negative: the whole history), each
   // distinct token once. candidates_ doubles as the scratch list of distinct ids.
   if (params_.repeat_penalty != 1.0f && params_.repeat_last_n != 0 && !history.empty()) {
@@ -97,6 +110,20 @@ TokenId Sampler::sample(float* logits, const std::vector<TokenId>& history) {
       logit = logit > 0 ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
     }
   }
+}
+
+void Sampler::apply_openai_adjustments(float* logits) const {
+  for (const auto& [id, count] : generated_counts_) {
+    logits[id] -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
+  }
+  for (const auto& [id, bias] : params_.logit_bias) {
+    logits[id] = bias <= -100.0f ? kNegInf : logits[id] + bias;
+  }
+}
+
+TokenId Sampler::pick(float* logits, const std::vector<TokenId>& history) {
+  apply_repeat_penalty(logits, history);
+  apply_openai_adjustments(logits);
 
   if (params_.temperature <= 0) return argmax(logits, n_vocab_);
 
@@ -264,10 +291,18 @@ StopMatcher::Result StopMatcher::push(std::string_view text) {
   Result result;
 
   size_t earliest = std::string::npos;
-  for (const std::string& stop : stops_) earliest = std::min(earliest, held_.find(stop));
-  if (earliest != std::string::npos) {
+  const std::string* first_stop = nullptr;
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < earliest) {
+      earliest = at;
+      first_stop = &stop;
+    }
+  }
+  if (first_stop) {
     result.emit = held_.substr(0, earliest);
     result.stopped = true;
+    result.stop = *first_stop;
     held_.clear();
     return result;
   }

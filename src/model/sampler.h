@@ -1,5 +1,6 @@
 // Turns logits into the next token: greedy, temperature, top-k, top-p, min-p, repetition
-// penalty, seeded RNG; plus stop-string matching over generated text.
+// penalty, OpenAI's presence/frequency penalties and logit bias, seeded RNG; plus stop-string
+// matching over generated text.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,8 @@
 #include <random>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "model/tokenizer.h"
@@ -21,6 +24,12 @@ struct SamplingParams {
   float repeat_penalty =
       1.0f;  // 1: off (llama.cpp semantics: divide positive logits, multiply negative)
   int repeat_last_n = 64;
+  // OpenAI semantics, over the tokens this sampler produced (not the prompt): a token's logit
+  // loses frequency_penalty * its count so far, and presence_penalty once it occurred. 0: off.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Added to a token's logit after the penalties; a bias of -100 or less bans the token.
+  std::vector<std::pair<TokenId, float>> logit_bias;
   std::optional<uint64_t> seed;  // absent: random seed
 };
 
@@ -32,10 +41,15 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
+  TokenId pick(float* logits, const std::vector<TokenId>& history);
+  void apply_repeat_penalty(float* logits, const std::vector<TokenId>& history);
+  void apply_openai_adjustments(float* logits) const;
+
   SamplingParams params_;
   int n_vocab_;
   std::mt19937_64 rng_;
   std::vector<std::pair<float, TokenId>> candidates_;
+  std::unordered_map<TokenId, int> generated_counts_;  // kept only while a penalty is on
 };
 
 // log-softmax of the raw logits: the log-probability of `token` and the `top_n` most likely
@@ -54,6 +68,7 @@ class StopMatcher {
   struct Result {
     std::string emit;  // text safe to send now
     bool stopped = false;
+    std::string stop;  // stopped: the stop string found (the earliest; the first listed on ties)
   };
   Result push(std::string_view text);
   std::string flush();  // at end of generation without a stop: the held-back text

@@ -1,8 +1,11 @@
 #include "server/api.h"
 
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 
+#include "server/anthropic_format.h"
+#include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/request_log.h"
@@ -23,19 +26,50 @@ struct Route {
 };
 
 constexpr Route kRoutes[] = {
-    {"/health", http::verb::get},          {"/metrics", http::verb::get},
-    {"/v1/models", http::verb::get},       {"/generate", http::verb::post},
-    {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
-    {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+    {"/health", http::verb::get},
+    {"/metrics", http::verb::get},
+    {"/v1/models", http::verb::get},
+    {"/v1/models/{id}", http::verb::get},
+    {"/generate", http::verb::post},
+    {"/v1/completions", http::verb::post},
+    {"/v1/chat/completions", http::verb::post},
+    {"/v1/messages", http::verb::post},
+    {"/v1/messages/count_tokens", http::verb::post},
     {"/v1/embeddings", http::verb::post},
+    {"/tokenize", http::verb::post},
+    {"/detokenize", http::verb::post},
 };
+
+constexpr std::string_view kModelPrefix = "/v1/models/";
 
 // Outside the coroutines: GCC 12 cannot keep a range-for over an array in a coroutine frame.
 const Route* find_route(const std::string& path) {
+  const bool model_id = path.size() > kModelPrefix.size() && path.starts_with(kModelPrefix);
   for (const Route& r : kRoutes) {
-    if (path == r.path) return &r;
+    if (path == r.path || (model_id && std::string_view(r.path) == "/v1/models/{id}")) return &r;
   }
   return nullptr;
+}
+
+// The Anthropic routes answer errors in Anthropic's shape.
+bool anthropic_path(const std::string& path) {
+  return path == "/v1/messages" || path.starts_with("/v1/messages/");
+}
+
+// %XX escapes decoded (clients encode a model id as one path segment); a malformed escape
+// stays as it is.
+std::string percent_decoded(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out.push_back(static_cast<char>(std::stoi(std::string(s.substr(i + 1, 2)), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
 }
 
 const char* error_type(int status) {
@@ -64,12 +98,16 @@ ApiError make_error(int status, std::string message, std::string code = {}) {
   return e;
 }
 
-net::awaitable<void> send_error(HttpExchange& ex, const ApiError& error) {
+std::string error_json(const ApiError& error, bool anthropic) {
+  return json_text(anthropic ? anthropic_error_body(error) : error_body(error));
+}
+
+net::awaitable<void> send_error(HttpExchange& ex, const ApiError& error, bool anthropic) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (error.retry_after_s > 0)
     headers.push_back({"Retry-After", std::to_string(error.retry_after_s)});
   if (error.status == 401) headers.push_back({"WWW-Authenticate", "Bearer"});
-  co_await ex.send(error.status, "application/json", json_text(error_body(error)), headers);
+  co_await ex.send(error.status, "application/json", error_json(error, anthropic), headers);
 }
 
 std::string_view view(beast::string_view s) {
@@ -121,6 +159,7 @@ void Api::set_engine(Engine* engine) {
   defaults_.sampling.repeat_penalty = static_cast<float>(config_.repeat_penalty);
   defaults_.context_size = engine->context_size();
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
+  defaults_.n_vocab = model.config().n_vocab;
   const Vocab& vocab = model.tokenizer().vocab();
   chat_template_ = detect_chat_template(vocab.chat_template);
   tool_call_format_ = detect_tool_call_format(vocab.chat_template);
@@ -183,10 +222,11 @@ net::awaitable<void> Api::handle(HttpExchange& ex) {
   }
   if (error) {
     log.error = error->message;
-    if (ex.status() == 0) co_await send_error(ex, *error);
+    if (ex.status() == 0) co_await send_error(ex, *error, anthropic_path(log.path));
   }
   log.status = ex.status();
-  metrics_.record_request(find_route(log.path) ? log.path : "other", log.status);
+  const Route* known = find_route(log.path);
+  metrics_.record_request(known ? known->path : "other", log.status);
   if (config_.log_requests) {
     std::cerr << (config_.log_format == "text" ? log.text_line() : log.line()) + "\n";
   }
@@ -206,15 +246,20 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     // A named vector: GCC 12 mishandles initializer-list temporaries inside co_await.
     std::vector<std::pair<std::string, std::string>> allow;
     allow.emplace_back("Allow", std::string(http::to_string(route->method)));
-    co_await ex.send(405, "application/json", json_text(error_body(e)), allow);
+    co_await ex.send(405, "application/json", error_json(e, anthropic_path(path)), allow);
     co_return;
   }
   if (!config_.api_key.empty() && path != "/health") {
-    auto it = ex.request().find(http::field::authorization);
-    std::string_view given = it == ex.request().end() ? std::string_view() : view(it->value());
-    if (!bearer_matches(given, config_.api_key)) {
-      throw ApiException(make_error(401, "missing or wrong API key (Authorization: Bearer ...)",
-                                    "invalid_api_key"));
+    // OpenAI's clients send Authorization: Bearer, Anthropic's x-api-key; either is accepted.
+    auto header = [&](std::string_view name) {
+      auto it = ex.request().find(beast::string_view(name.data(), name.size()));
+      return it == ex.request().end() ? std::string_view() : view(it->value());
+    };
+    if (!bearer_matches(header("authorization"), config_.api_key) &&
+        !key_matches(header("x-api-key"), config_.api_key)) {
+      throw ApiException(
+          make_error(401, "missing or wrong API key (Authorization: Bearer ... or x-api-key: ...)",
+                     "invalid_api_key"));
     }
   }
   if (path == "/health") {
@@ -231,6 +276,13 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     co_await ex.send(200, "text/plain; version=0.0.4", std::move(text));
   } else if (path == "/v1/models") {
     co_await models(ex);
+  } else if (path.starts_with(kModelPrefix)) {
+    const std::string id = percent_decoded(std::string_view(path).substr(kModelPrefix.size()));
+    co_await model_by_id(ex, id);
+  } else if (path == "/v1/messages") {
+    co_await generation(ex, ApiFlavor::Messages, log);
+  } else if (path == "/v1/messages/count_tokens") {
+    co_await count_tokens(ex);
   } else if (path == "/generate") {
     co_await generation(ex, ApiFlavor::Generate, log);
   } else if (path == "/v1/completions") {
@@ -263,22 +315,52 @@ net::awaitable<void> Api::health(HttpExchange& ex) {
   co_await ex.send(code, "application/json", json_text(body));
 }
 
+json Api::model_entry(const Engine& engine) const {
+  const ModelConfig& c = engine.model().config();
+  return {{"id", model_name_},
+          {"object", "model"},
+          {"created", 0},
+          {"owned_by", "k25"},
+          {"meta",
+           {{"n_vocab", c.n_vocab},
+            {"n_ctx", engine.context_size()},
+            {"n_ctx_train", c.context_length},
+            {"n_embd", c.dim},
+            {"n_layer", c.n_layers},
+            {"chat_template", chat_template_name(chat_template_)},
+            {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
+}
+
 net::awaitable<void> Api::models(HttpExchange& ex) {
   Engine& engine = serving_engine();
-  const ModelConfig& c = engine.model().config();
-  json model = {{"id", model_name_},
-                {"object", "model"},
-                {"created", 0},
-                {"owned_by", "k25"},
-                {"meta",
-                 {{"n_vocab", c.n_vocab},
-                  {"n_ctx", engine.context_size()},
-                  {"n_ctx_train", c.context_length},
-                  {"n_embd", c.dim},
-                  {"n_layer", c.n_layers},
-                  {"chat_template", chat_template_name(chat_template_)},
-                  {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
-  json body = {{"object", "list"}, {"data", json::array({model})}};
+  json body = {{"object", "list"}, {"data", json::array({model_entry(engine)})}};
+  co_await ex.send(200, "application/json", json_text(body));
+}
+
+net::awaitable<void> Api::model_by_id(HttpExchange& ex, const std::string& id) {
+  Engine& engine = serving_engine();
+  if (id != model_name_) {
+    // OpenAI's answer for a model it does not have.
+    ApiError e = make_error(
+        404, concat("The model '", id, "' does not exist (this server serves '", model_name_, "')"),
+        "model_not_found");
+    e.type = "invalid_request_error";
+    e.param = "model";
+    throw ApiException(e);
+  }
+  co_await ex.send(200, "application/json", json_text(model_entry(engine)));
+}
+
+std::vector<TokenId> Api::chat_prompt(const ParsedRequest& parsed, std::string& text) const {
+  text = render_chat(chat_template_, parsed.messages) + parsed.assistant_prefill;
+  return engine_.load()->model().tokenizer().encode(text, true, true);
+}
+
+net::awaitable<void> Api::count_tokens(HttpExchange& ex) {
+  serving_engine();
+  ParsedRequest parsed = parse_count_tokens_body(ex.request().body(), defaults_);
+  std::string text;
+  json body = {{"input_tokens", chat_prompt(parsed, text).size()}};
   co_await ex.send(200, "application/json", json_text(body));
 }
 

@@ -1,7 +1,8 @@
 // The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/embeddings,
-// /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page at / and /ui/),
-// authentication, errors in OpenAI's shape, one log line per request, the fallback circuit
-// breaker (R-CFG3). Talks to the engine only through submit / events / cancel.
+// /v1/models[/{id}], Anthropic's /v1/messages[/count_tokens], /health, /metrics, /tokenize,
+// /detokenize, the chat page at / and /ui/), authentication, errors in OpenAI's shape
+// (Anthropic's on its routes), one log line per request, the fallback circuit breaker (R-CFG3).
+// Talks to the engine only through submit / events / cancel.
 #pragma once
 
 #include <atomic>
@@ -60,6 +61,12 @@ class Api {
   net::awaitable<void> relay_fallback(HttpExchange& ex, UpstreamCall& call, RequestLog& log);
   net::awaitable<void> health(HttpExchange& ex);
   net::awaitable<void> models(HttpExchange& ex);
+  net::awaitable<void> model_by_id(HttpExchange& ex, const std::string& id);
+  nlohmann::json model_entry(const Engine& engine) const;  // one entry of /v1/models
+  net::awaitable<void> count_tokens(HttpExchange& ex);
+  // The prompt of a chat (Chat and Messages, count_tokens too): the rendered conversation
+  // (into `text`, which the fingerprint reads), tokenised. Call once the engine is set.
+  std::vector<TokenId> chat_prompt(const ParsedRequest& parsed, std::string& text) const;
   net::awaitable<void> tokenize(HttpExchange& ex);
   net::awaitable<void> detokenize(HttpExchange& ex);
   Engine& serving_engine() const;  // throws 503 while loading or draining

@@ -1,14 +1,17 @@
-// The generation routes: /generate, /v1/completions, /v1/chat/completions, whole or streamed;
-// with a fallback configured, the circuit breaker decides engine or upstream (R-CFG3).
+// The generation routes: /generate, /v1/completions, /v1/chat/completions, /v1/messages, whole
+// or streamed, with n choices where OpenAI allows them; with a fallback configured, the circuit
+// breaker decides engine or upstream (R-CFG3).
 #include <ctime>
 #include <iostream>
 
+#include "server/anthropic_request.h"
 #include "server/api.h"
 #include "server/api_error.h"
 #include "server/event_channel.h"
 #include "server/flash_headers.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
+#include "server/response_stream.h"
 #include "server/tool_call_response.h"
 #include "server/tool_call_stream.h"
 #include "util/error.h"
@@ -43,6 +46,7 @@ TokenLogprobEntry logprob_entry(const Tokenizer& tokenizer, TokenId token,
 void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.text += finished.text;
   o.finish_reason = finished.finish_reason;
+  o.matched_stop = finished.matched_stop;
   o.prompt_tokens = finished.prompt_tokens;
   o.cached_tokens = finished.cached_tokens;
   o.completion_tokens = finished.completion_tokens;
@@ -52,12 +56,13 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.final_plan = finished.final_plan;
 }
 
-void log_outcome(RequestLog& log, const GenerationOutcome& o) {
-  log.prompt_tokens = o.prompt_tokens;
-  log.cached_tokens = o.cached_tokens;
-  log.completion_tokens = o.completion_tokens;
-  log.finish_reason = finish_reason_name(o.finish_reason);
-  log.ttft_ms = o.ttft_ms;
+// `total`: the usage of every choice (summed_usage); the finish reason and TTFT of choice 0.
+void log_outcome(RequestLog& log, const GenerationOutcome& total, const GenerationOutcome& first) {
+  log.prompt_tokens = total.prompt_tokens;
+  log.cached_tokens = total.cached_tokens;
+  log.completion_tokens = total.completion_tokens;
+  log.finish_reason = finish_reason_name(first.finish_reason);
+  log.ttft_ms = first.ttft_ms;
 }
 
 ApiError status_error(int status, std::string message, std::string code, std::string type,
@@ -78,6 +83,42 @@ ApiError generation_error(const GenerationEvent& event, int retry_after_s) {
     return status_error(503, event.error, "queue_timeout", "service_unavailable", retry_after_s);
   }
   return status_error(500, "generation failed: " + event.error, "internal_error", "server_error");
+}
+
+// What ends a request that did not finish normally. OpenAI's and Anthropic's clients know no
+// "cancelled" or "error" finish reason: they get the API's error instead. A cancel that reaches
+// a client that is still there comes from a shutdown. /generate keeps its own finish reasons.
+std::optional<ApiError> failure_of(ApiFlavor flavor, const GenerationEvent& event,
+                                   int retry_after_s) {
+  if (event.finish_reason == FinishReason::Error) return generation_error(event, retry_after_s);
+  if (event.finish_reason == FinishReason::Cancelled && flavor != ApiFlavor::Generate) {
+    return status_error(503,
+                        "the request was cancelled before it finished: the server is shutting down",
+                        "cancelled", "service_unavailable", retry_after_s);
+  }
+  return std::nullopt;
+}
+
+const char* response_id_prefix(ApiFlavor flavor) {
+  switch (flavor) {
+    case ApiFlavor::Chat:
+      return "chatcmpl-";
+    case ApiFlavor::Messages:
+      return "msg_";
+    default:
+      return "cmpl-";
+  }
+}
+
+const char* session_field(ApiFlavor flavor) {
+  switch (flavor) {
+    case ApiFlavor::Generate:
+      return "session_id";
+    case ApiFlavor::Messages:
+      return "metadata.user_id";
+    default:
+      return "user";
+  }
 }
 
 void log_fallback_error(const std::string& id, const std::string& error) {
@@ -106,7 +147,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
     throw ApiException(status_error(400, message, "gate_not_found", "invalid_request_error"));
   }
-  ParsedRequest parsed = parse_request_body(flavor, req.body(), defaults_);
+  ParsedRequest parsed = flavor == ApiFlavor::Messages
+                             ? parse_messages_body(req.body(), defaults_)
+                             : parse_request_body(flavor, req.body(), defaults_);
+  const bool chat = flavor == ApiFlavor::Chat || flavor == ApiFlavor::Messages;
 
   const Tokenizer& tokenizer = engine.model().tokenizer();
   GenerationRequest request;
@@ -120,9 +164,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       }
       request.prompt.push_back(static_cast<TokenId>(id));
     }
-  } else if (flavor == ApiFlavor::Chat) {
-    chat_text = render_chat(chat_template_, parsed.messages);
-    request.prompt = tokenizer.encode(chat_text, true, true);
+  } else if (chat) {
+    request.prompt = chat_prompt(parsed, chat_text);
     request.stop_tokens = chat_stop_tokens_;
     request.stop = chat_stop_strings_;
   } else {
@@ -133,9 +176,9 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (n_prompt >= engine.context_size()) {
     throw_bad_request(concat("the prompt has ", n_prompt, " tokens; the context holds ",
                              engine.context_size(), " including at least one generated token"),
-                      flavor == ApiFlavor::Chat ? "messages" : "prompt", "context_length_exceeded");
+                      chat ? "messages" : "prompt", "context_length_exceeded");
   }
-  request.max_tokens = parsed.max_tokens;
+  request.max_tokens = resolve_max_tokens(parsed, defaults_, n_prompt);
   request.sampling = parsed.sampling;
   request.stop.insert(request.stop.end(), parsed.stop.begin(), parsed.stop.end());
   request.top_logprobs = parsed.top_logprobs;
@@ -149,12 +192,12 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (request.session_id.size() > kMaxSessionIdBytes) {
     throw_bad_request(
         concat("session id: ", request.session_id.size(), " bytes; at most ", kMaxSessionIdBytes),
-        flavor == ApiFlavor::Generate ? "session_id" : "user", "invalid_value");
+        session_field(flavor), "invalid_value");
   }
   log.session_id = request.session_id;
   // R-FP/R-PR: fingerprint and compute plan, before the engine sees the request.
   FingerprintInput fingerprint_input;
-  fingerprint_input.prompt_text = flavor == ApiFlavor::Chat ? chat_text : parsed.prompt;
+  fingerprint_input.prompt_text = chat ? chat_text : parsed.prompt;
   fingerprint_input.prompt_tokens = n_prompt;
   fingerprint_input.max_tokens = request.max_tokens;
   fingerprint_input.response_length_hint = hints.response_length;
@@ -167,7 +210,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   log.domain = flash.fingerprint.domain;
   log.flash_level = flash.decision.level;
   const uint64_t response_id = next_response_id_++;
-  log.id = concat(flavor == ApiFlavor::Chat ? "chatcmpl-" : "cmpl-", response_id);
+  log.id = concat(response_id_prefix(flavor), response_id);
 
   // R-CFG3: while the circuit is open the upstream answers; when it cannot be reached, the
   // engine does, however slowly (a request is never dropped).
@@ -181,25 +224,47 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   const bool probe = route == CircuitBreaker::Route::Probe;
   log.served_by = "engine";
 
+  // OpenAI's n: n engine requests of the same prompt (the prefix cache shares its KV once one
+  // of them has computed it). With a seed, choice i samples with seed + i.
+  const int n_choices = parsed.n;
   auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor);
-  SubmitResult submitted =
-      engine.submit(std::move(request), [channel](const GenerationEvent& e) { channel->push(e); });
-  if (probe && submitted.status != SubmitStatus::Accepted) {
-    breaker_->on_probe_abandoned(std::chrono::steady_clock::now());
+  std::vector<RequestId> ids;
+  // A lambda, not a range-for in the coroutine body: GCC 12 mishandles those in coroutine frames.
+  auto cancel_all_choices = [&] {
+    for (RequestId id : ids) engine.cancel(id);
+  };
+  std::optional<ApiError> refused;
+  for (int i = 0; i < n_choices && !refused; ++i) {
+    GenerationRequest choice_request = request;
+    if (i > 0 && request.sampling.seed) {
+      choice_request.sampling.seed = *request.sampling.seed + static_cast<uint64_t>(i);
+    }
+    SubmitResult submitted = engine.submit(
+        std::move(choice_request), [channel, i](const GenerationEvent& e) { channel->push(i, e); });
+    switch (submitted.status) {
+      case SubmitStatus::Accepted:
+        ids.push_back(submitted.id);
+        break;
+      case SubmitStatus::QueueFull:
+        refused = status_error(429, submitted.message, "queue_full", "rate_limit_error",
+                               config_.retry_after_s);
+        break;
+      case SubmitStatus::ShuttingDown:
+        refused = status_error(503, submitted.message, "draining", "service_unavailable",
+                               config_.retry_after_s);
+        break;
+      case SubmitStatus::Invalid:
+        refused = status_error(400, submitted.message, "invalid_value", "invalid_request_error");
+        refused->param = "prompt";
+        break;
+    }
   }
-  switch (submitted.status) {
-    case SubmitStatus::Accepted:
-      break;
-    case SubmitStatus::QueueFull:
-      throw ApiException(status_error(429, submitted.message, "queue_full", "rate_limit_error",
-                                      config_.retry_after_s));
-    case SubmitStatus::ShuttingDown:
-      throw ApiException(status_error(503, submitted.message, "draining", "service_unavailable",
-                                      config_.retry_after_s));
-    case SubmitStatus::Invalid:
-      throw_bad_request(submitted.message, "prompt", "invalid_value");
+  if (refused) {
+    if (probe) breaker_->on_probe_abandoned(std::chrono::steady_clock::now());
+    cancel_all_choices();
+    throw ApiException(*refused);
   }
-  log.request_id = submitted.id;
+  log.request_id = ids.front();
 
   ResponseContext ctx;
   ctx.flavor = flavor;
@@ -212,13 +277,16 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   ctx.plan = flash.decision.plan;
   ctx.compute_saved = flash.decision.compute_saved;
   ctx.include_usage = parsed.include_usage;
+  ctx.prompt_tokens = n_prompt;
+  ctx.stop_sequences = parsed.stop;
 
-  GenerationOutcome outcome;
-  outcome.want_logprobs = parsed.top_logprobs >= 0;
-  outcome.prompt_tokens = n_prompt;
+  GenerationOutcome blank;
+  blank.want_logprobs = parsed.top_logprobs >= 0;
+  blank.prompt_tokens = n_prompt;
+  std::vector<GenerationOutcome> outcomes(static_cast<size_t>(n_choices), blank);
   bool client_gone = false;
   auto cancel_for_gone_client = [&] {
-    if (!client_gone) engine.cancel(submitted.id);
+    if (!client_gone) cancel_all_choices();
     client_gone = true;
     ex.close_after();
   };
@@ -232,7 +300,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   };
 
   // The first event (token or finish) within fallback.timeout_ms, or the request times out.
-  std::optional<GenerationEvent> first;
+  std::optional<ChoiceEvent> first;
   if (watch_first_token) {
     const auto deadline = submitted_at + std::chrono::milliseconds(config_.fallback_timeout_ms);
     for (auto now = std::chrono::steady_clock::now(); !first && !client_gone && now < deadline;
@@ -258,7 +326,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
       std::string error;
       if (co_await call.start(upstream_, req, error)) {
-        engine.cancel(submitted.id);
+        cancel_all_choices();
         co_await relay_fallback(ex, call, log);
         co_return;
       }
@@ -267,106 +335,93 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
   }
 
-  if (!parsed.stream) {
-    for (;;) {
-      std::optional<GenerationEvent> event;
-      if (first) {
-        event.swap(first);
-      } else {
-        event = co_await channel->next(kClientCheckInterval);
-        check_client();
-      }
-      if (!event) continue;
-      if (event->kind == GenerationEvent::Kind::Token) {
-        outcome.text += event->text;
-        if (event->logprobs) {
-          outcome.logprobs.push_back(logprob_entry(tokenizer, event->token, *event->logprobs));
-        }
-        continue;
-      }
-      fill_outcome(outcome, *event);
-      flash_->record_finished(flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
-      log_outcome(log, outcome);
-      if (event->finish_reason == FinishReason::Error) {
-        throw ApiException(generation_error(*event, config_.retry_after_s));
-      }
-      break;
-    }
-    if (client_gone) co_return;  // nobody to answer
-    if (parsed.tools.parses_calls()) {
-      outcome.tools = parse_tool_calls(tool_call_format_, outcome.text, parsed.tools.tools);
-      assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
-    }
-    json body = full_response(ctx, outcome);
-    co_await ex.send(200, "application/json", json_text(body));
-    co_return;
+  // Text goes out as soon as it is final; the logprobs of tokens whose text is still held back
+  // travel with the next chunk that has text. Choices interleave as their tokens come.
+  bool ok = true;
+  if (parsed.stream) {
+    ok = co_await ex.start_stream(200, "text/event-stream");
+    const std::string opening = stream_opening(ctx, n_choices);
+    if (ok && !opening.empty()) ok = co_await ex.send_chunk(opening);
   }
-
-  // Streaming: text goes out as soon as it is final; the logprobs of tokens whose text is still
-  // held back travel with the next chunk that has text.
-  bool ok = co_await ex.start_stream(200, "text/event-stream");
-  json start = stream_start_chunk(ctx);
-  if (ok && !start.is_null()) ok = co_await ex.send_chunk(sse_event(start));
-  std::vector<TokenLogprobEntry> pending_logprobs;
-  // With tools offered, text that may be a tool call is held until it parses (or does not).
-  std::optional<ToolCallStream> tool_stream;
-  if (parsed.tools.parses_calls()) tool_stream.emplace(tool_call_format_, parsed.tools.tools);
-  for (;;) {
+  std::vector<std::vector<TokenLogprobEntry>> pending_logprobs(outcomes.size());
+  // With tools offered, streamed text that may be a tool call is held until it parses (or not).
+  std::vector<std::optional<ToolCallStream>> tool_streams(outcomes.size());
+  if (parsed.stream && parsed.tools.parses_calls()) {
+    for (auto& stream : tool_streams) stream.emplace(tool_call_format_, parsed.tools.tools);
+  }
+  std::optional<ApiError> failure;
+  std::optional<FinishReason> failed_as;
+  for (int open = n_choices; open > 0 && !failure;) {
     if (!ok && !client_gone) cancel_for_gone_client();
-    std::optional<GenerationEvent> event;
+    std::optional<ChoiceEvent> next;
     if (first) {
-      event.swap(first);
+      next.swap(first);
     } else {
-      event = co_await channel->next(kClientCheckInterval);
+      next = co_await channel->next(kClientCheckInterval);
       check_client();
     }
-    if (!event) continue;
-    if (event->logprobs) {
-      pending_logprobs.push_back(logprob_entry(tokenizer, event->token, *event->logprobs));
-    }
-    if (event->kind == GenerationEvent::Kind::Token) {
-      outcome.text += event->text;
-      const std::string text = tool_stream ? tool_stream->push(event->text) : event->text;
-      if (!text.empty() && !client_gone) {
-        json chunk =
-            stream_text_chunk(ctx, text, outcome.want_logprobs ? &pending_logprobs : nullptr);
-        pending_logprobs.clear();
-        ok = co_await ex.send_chunk(sse_event(chunk));
+    if (!next) continue;
+    const int index = next->choice;
+    const GenerationEvent& event = next->event;
+    GenerationOutcome& outcome = outcomes[static_cast<size_t>(index)];
+    std::vector<TokenLogprobEntry>& pending = pending_logprobs[static_cast<size_t>(index)];
+    if (event.logprobs) pending.push_back(logprob_entry(tokenizer, event.token, *event.logprobs));
+    std::optional<ToolCallStream>& tool_stream = tool_streams[static_cast<size_t>(index)];
+    if (event.kind == GenerationEvent::Kind::Token) {
+      outcome.text += event.text;
+      const std::string text = tool_stream ? tool_stream->push(event.text) : event.text;
+      if (parsed.stream && !text.empty() && !client_gone) {
+        std::string chunk =
+            stream_text(ctx, index, text, outcome.want_logprobs ? &pending : nullptr);
+        pending.clear();
+        ok = co_await ex.send_chunk(chunk);
       }
       continue;
     }
-    fill_outcome(outcome, *event);
+    --open;
+    fill_outcome(outcome, event);
+    outcome.logprobs = parsed.stream ? std::vector<TokenLogprobEntry>() : std::move(pending);
     flash_->record_finished(flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
-    log_outcome(log, outcome);
-    if (client_gone) co_return;
-    if (event->finish_reason == FinishReason::Error) {
-      ApiError error = generation_error(*event, config_.retry_after_s);
-      log.error = error.message;
-      ok = co_await ex.send_chunk(sse_event(error_body(error)));
-    } else {
-      std::string text = tool_stream ? tool_stream->push(event->text) : event->text;
-      if (tool_stream) {
-        outcome.tools = tool_stream->finish();
-        assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
-        text += outcome.tools->content;
-      }
-      if (!text.empty() || !pending_logprobs.empty()) {
-        json chunk =
-            stream_text_chunk(ctx, text, outcome.want_logprobs ? &pending_logprobs : nullptr);
-        ok = co_await ex.send_chunk(sse_event(chunk));
-      }
-      if (ok && outcome.tools && !outcome.tools->calls.empty()) {
-        ok = co_await ex.send_chunk(sse_event(stream_tool_calls_chunk(ctx, outcome.tools->calls)));
-      }
-      std::vector<json> final_chunks = stream_final_chunks(ctx, outcome);
-      for (size_t i = 0; ok && i < final_chunks.size(); ++i) {
-        ok = co_await ex.send_chunk(sse_event(final_chunks[i]));
+    failure = failure_of(flavor, event, config_.retry_after_s);
+    if (failure) failed_as = event.finish_reason;
+    if (failure || !parsed.stream || client_gone) continue;
+    std::string text = tool_stream ? tool_stream->push(event.text) : event.text;
+    std::string calls;
+    if (tool_stream) {
+      outcome.tools = tool_stream->finish();
+      assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
+      text += outcome.tools->content;
+      if (!outcome.tools->calls.empty()) {
+        calls = sse_event(stream_tool_calls_chunk(ctx, index, outcome.tools->calls));
       }
     }
-    if (ok) ok = co_await ex.send_chunk("data: [DONE]\n\n");
-    if (ok) co_await ex.end_stream();
-    break;
+    const std::string tail =
+        stream_text(ctx, index, text, outcome.want_logprobs ? &pending : nullptr) + calls +
+        stream_choice_end(ctx, index, outcome);
+    ok = co_await ex.send_chunk(tail);
   }
+  log_outcome(log, summed_usage(outcomes), outcomes.front());
+  if (failure) {
+    cancel_all_choices();  // the other choices are of no use without this one
+    log.error = failure->message;
+    log.finish_reason = finish_reason_name(*failed_as);
+  }
+  if (client_gone) co_return;  // nobody to answer
+  if (!parsed.stream) {
+    if (failure) throw ApiException(*failure);
+    if (parsed.tools.parses_calls()) {
+      for (GenerationOutcome& outcome : outcomes) {
+        outcome.tools = parse_tool_calls(tool_call_format_, outcome.text, parsed.tools.tools);
+        assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
+      }
+    }
+    co_await ex.send(200, "application/json", json_text(full_response(ctx, outcomes)));
+    co_return;
+  }
+  // A named string: GCC 12 destroys a conditional's temporary twice inside co_await.
+  std::string closing = failure ? stream_error(ctx, *failure) : stream_closing(ctx, outcomes);
+  if (ok) ok = co_await ex.send_chunk(closing);
+  if (ok) co_await ex.end_stream();
 }
 
 net::awaitable<bool> Api::serve_by_fallback(HttpExchange& ex, RequestLog& log) {

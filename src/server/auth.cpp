@@ -14,7 +14,10 @@ bool bearer_matches(std::string_view authorization, std::string_view key) {
       })) {
     return false;
   }
-  std::string_view given = authorization.substr(kScheme.size());
+  return key_matches(authorization.substr(kScheme.size()), key);
+}
+
+bool key_matches(std::string_view given, std::string_view key) {
   // Walk the whole expected key whatever the given length; the length check comes last.
   unsigned char diff = 0;
   for (size_t i = 0; i < key.size(); ++i) {

@@ -212,8 +212,9 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(double_key("sampling.min_p", "--min-p", "default min_p (0: off)", &C::min_p, 0, 1));
   k.push_back(double_key("sampling.repeat_penalty", "--repeat-penalty",
                          "default repetition penalty (1: off)", &C::repeat_penalty, 0.01, 10));
-  k.push_back(int_key("sampling.max_tokens", "--max-tokens", "default max_tokens", &C::max_tokens,
-                      1, 1 << 24));
+  k.push_back(int_key("sampling.max_tokens", "--max-tokens",
+                      "default max_tokens (0: the rest of the context)", &C::max_tokens, 0,
+                      1 << 24));
   k.push_back(string_key("api_server.host", "--host", "listen address", &C::host));
   k.push_back(
       int_key("api_server.port", "--port", "listen port (0: any free port)", &C::port, 0, 65535));

@@ -68,7 +68,7 @@ struct ServerConfig {
   int top_k = 40;
   double min_p = 0.05;
   double repeat_penalty = 1.0;
-  int max_tokens = 128;
+  int max_tokens = 0;  // 0: the rest of the context
   // api_server
   std::string host = "127.0.0.1";
   int port = 8080;

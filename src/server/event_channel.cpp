@@ -2,25 +2,25 @@
 
 namespace k25 {
 
-void EventChannel::push(const GenerationEvent& event) {
+void EventChannel::push(int choice, const GenerationEvent& event) {
   {
     std::lock_guard lock(mutex_);
-    events_.push_back(event);
+    events_.push_back({choice, event});
   }
   // The cancel runs on the coroutine's strand, so it either finds the wait pending or comes
   // before the coroutine looks at the queue again.
   net::post(executor_, [self = shared_from_this()] { self->timer_.cancel(); });
 }
 
-std::optional<GenerationEvent> EventChannel::pop() {
+std::optional<ChoiceEvent> EventChannel::pop() {
   std::lock_guard lock(mutex_);
   if (events_.empty()) return std::nullopt;
-  GenerationEvent event = std::move(events_.front());
+  ChoiceEvent event = std::move(events_.front());
   events_.pop_front();
   return event;
 }
 
-net::awaitable<std::optional<GenerationEvent>> EventChannel::next(std::chrono::milliseconds poll) {
+net::awaitable<std::optional<ChoiceEvent>> EventChannel::next(std::chrono::milliseconds poll) {
   if (auto event = pop()) co_return event;
   timer_.expires_after(poll);
   boost::system::error_code ec;

@@ -1,4 +1,6 @@
-// Carries a request's engine events from the engine thread to the connection's coroutine.
+// Carries a request's engine events from the engine thread to the connection's coroutine; a
+// request with n choices (n engine requests) shares one channel, each event tagged with its
+// choice.
 #pragma once
 
 #include <chrono>
@@ -12,24 +14,29 @@
 
 namespace k25 {
 
+struct ChoiceEvent {
+  int choice = 0;
+  GenerationEvent event;
+};
+
 class EventChannel : public std::enable_shared_from_this<EventChannel> {
  public:
   // `executor` must be the (strand) executor of the coroutine that calls next().
   explicit EventChannel(net::any_io_executor executor) : executor_(executor), timer_(executor) {}
 
   // Engine thread: queue the event and wake the waiting coroutine.
-  void push(const GenerationEvent& event);
+  void push(int choice, const GenerationEvent& event);
   // Coroutine: the next event, or nullopt when none arrived within `poll` (so the caller can
   // look at its client meanwhile).
-  net::awaitable<std::optional<GenerationEvent>> next(std::chrono::milliseconds poll);
+  net::awaitable<std::optional<ChoiceEvent>> next(std::chrono::milliseconds poll);
 
  private:
-  std::optional<GenerationEvent> pop();
+  std::optional<ChoiceEvent> pop();
 
   net::any_io_executor executor_;
   net::steady_timer timer_;  // used on the executor only
   std::mutex mutex_;
-  std::deque<GenerationEvent> events_;
+  std::deque<ChoiceEvent> events_;
 };
 
 }  // namespace k25

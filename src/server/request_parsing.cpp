@@ -1,9 +1,11 @@
 #include "server/request_parsing.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/json_fields.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -41,60 +43,6 @@ void check_depth(std::string_view body) {
   }
 }
 
-// Field access: a field that is absent or null takes the default.
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-[[noreturn]] void wrong_type(const char* name, const char* expected) {
-  throw_bad_request(concat("'", name, "' must be ", expected), name, "invalid_type");
-}
-
-int64_t get_int(const json& body, const char* name, int64_t fallback, int64_t min, int64_t max) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number_integer()) wrong_type(name, "an integer");
-  // Unsigned values above int64 range are out of range either way.
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max)) {
-    throw_bad_request(concat("'", name, "' must be between ", min, " and ", max), name,
-                      "out_of_range");
-  }
-  int64_t n = v->get<int64_t>();
-  if (n < min || n > max) {
-    throw_bad_request(concat("'", name, "' must be between ", min, " and ", max, ", got ", n), name,
-                      "out_of_range");
-  }
-  return n;
-}
-
-double get_number(const json& body, const char* name, double fallback, double min, double max) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_number()) wrong_type(name, "a number");
-  double x = v->get<double>();
-  if (!std::isfinite(x) || x < min || x > max) {
-    throw_bad_request(concat("'", name, "' must be between ", min, " and ", max), name,
-                      "out_of_range");
-  }
-  return x;
-}
-
-bool get_bool(const json& body, const char* name, bool fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_boolean()) wrong_type(name, "true or false");
-  return v->get<bool>();
-}
-
-std::string get_string(const json& body, const char* name, std::string fallback) {
-  const json* v = field(body, name);
-  if (!v) return fallback;
-  if (!v->is_string()) wrong_type(name, "a string");
-  return v->get<std::string>();
-}
-
 std::vector<std::string> get_stop(const json& body, int max_count) {
   const json* v = field(body, "stop");
   std::vector<std::string> stops;
@@ -119,6 +67,42 @@ std::vector<std::string> get_stop(const json& body, int max_count) {
   return stops;
 }
 
+// OpenAI's {"<token id>": bias}: canonical decimal ids (so no id appears twice), biases in
+// [-100, 100].
+std::vector<std::pair<TokenId, float>> get_logit_bias(const json& body, int n_vocab) {
+  const json* v = field(body, "logit_bias");
+  std::vector<std::pair<TokenId, float>> biases;
+  if (!v) return biases;
+  if (!v->is_object()) wrong_type("logit_bias", "an object mapping token ids to numbers");
+  int banned = 0;
+  for (const auto& [key, value] : v->items()) {
+    const bool canonical =
+        !key.empty() && key.size() <= 10 &&
+        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        (key == "0" || key[0] != '0');
+    const int64_t id = canonical ? std::stoll(key) : -1;
+    if (id < 0 || id > std::numeric_limits<TokenId>::max() || (n_vocab > 0 && id >= n_vocab)) {
+      throw_bad_request(
+          concat("logit_bias: '", key, "' is not a token id (vocabulary size ", n_vocab, ")"),
+          "logit_bias", "invalid_value");
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100) {
+      throw_bad_request(
+          concat("logit_bias: the bias of token ", key, " must be a number in [-100, 100]"),
+          "logit_bias", "invalid_value");
+    }
+    const auto bias = static_cast<float>(value.get<double>());
+    if (bias <= -100.0f) ++banned;
+    biases.emplace_back(static_cast<TokenId>(id), bias);
+  }
+  if (n_vocab > 0 && banned == n_vocab) {
+    throw_bad_request("logit_bias bans every token of the vocabulary", "logit_bias",
+                      "invalid_value");
+  }
+  return biases;
+}
+
 SamplingParams get_sampling(const json& body, const RequestDefaults& d) {
   SamplingParams p = d.sampling;
   p.temperature = static_cast<float>(get_number(body, "temperature", p.temperature, 0.0, 10.0));
@@ -127,6 +111,11 @@ SamplingParams get_sampling(const json& body, const RequestDefaults& d) {
   p.min_p = static_cast<float>(get_number(body, "min_p", p.min_p, 0.0, 1.0));
   p.repeat_penalty =
       static_cast<float>(get_number(body, "repeat_penalty", p.repeat_penalty, 0.01, 10.0));
+  p.presence_penalty =
+      static_cast<float>(get_number(body, "presence_penalty", p.presence_penalty, -2.0, 2.0));
+  p.frequency_penalty =
+      static_cast<float>(get_number(body, "frequency_penalty", p.frequency_penalty, -2.0, 2.0));
+  p.logit_bias = get_logit_bias(body, d.n_vocab);
   if (const json* seed = field(body, "seed")) {
     if (!seed->is_number_integer()) wrong_type("seed", "an integer");
     // Negative seeds are valid OpenAI values; their two's-complement bits seed the RNG.
@@ -136,14 +125,21 @@ SamplingParams get_sampling(const json& body, const RequestDefaults& d) {
   return p;
 }
 
-int get_max_tokens(const json& body, const RequestDefaults& d, const char* name) {
-  return static_cast<int>(get_int(body, name, d.max_tokens, 1, d.context_size));
+// 0 when absent; resolve_max_tokens applies the default once the prompt is known.
+void get_max_tokens(const json& body, const RequestDefaults& d, const char* name,
+                    ParsedRequest& out) {
+  if (!field(body, name)) return;
+  out.max_tokens = static_cast<int>(get_int(body, name, 0, 1, d.context_size));
+  out.max_tokens_field = name;
 }
 
-void check_n_is_one(const json& body, const char* name) {
-  if (get_int(body, name, 1, std::numeric_limits<int64_t>::min(),
-              std::numeric_limits<int64_t>::max()) != 1) {
-    throw_bad_request(concat("'", name, "' must be 1: k25 returns one choice per request"), name,
+// OpenAI's n, and completions' best_of, which k25 supports only equal to n (every choice it
+// generates is returned).
+void get_choices(const json& body, const RequestDefaults& d, ParsedRequest& out) {
+  out.n = static_cast<int>(get_int(body, "n", 1, 1, d.max_choices));
+  if (out.flavor == ApiFlavor::Completions &&
+      get_int(body, "best_of", out.n, 1, std::numeric_limits<int64_t>::max()) != out.n) {
+    throw_bad_request("'best_of' must equal 'n': k25 returns every choice it generates", "best_of",
                       "unsupported_value");
   }
 }
@@ -252,24 +248,22 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
   }
   switch (flavor) {
     case ApiFlavor::Generate:
-      out.max_tokens = get_max_tokens(body, defaults, "max_tokens");
+      get_max_tokens(body, defaults, "max_tokens", out);
       out.session_id = get_string(body, "session_id", "");
       break;
     case ApiFlavor::Completions:
-      out.max_tokens = get_max_tokens(body, defaults, "max_tokens");
+      get_max_tokens(body, defaults, "max_tokens", out);
       out.session_id = get_string(body, "user", "");
-      check_n_is_one(body, "n");
-      check_n_is_one(body, "best_of");
+      get_choices(body, defaults, out);
       out.top_logprobs =
           static_cast<int>(get_int(body, "logprobs", -1, 0, defaults.max_top_logprobs));
       break;
     case ApiFlavor::Chat: {
-      // max_completion_tokens is the newer name; either may be given.
-      RequestDefaults d = defaults;
-      d.max_tokens = get_max_tokens(body, defaults, "max_tokens");
-      out.max_tokens = get_max_tokens(body, d, "max_completion_tokens");
+      // max_completion_tokens is the newer name; either may be given, it wins.
+      get_max_tokens(body, defaults, "max_tokens", out);
+      get_max_tokens(body, defaults, "max_completion_tokens", out);
       out.session_id = get_string(body, "user", "");
-      check_n_is_one(body, "n");
+      get_choices(body, defaults, out);
       const bool logprobs = get_bool(body, "logprobs", false);
       const int top =
           static_cast<int>(get_int(body, "top_logprobs", 0, 0, defaults.max_top_logprobs));
@@ -280,8 +274,25 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
       out.tools = parse_tool_request(body);
       break;
     }
+    case ApiFlavor::Messages:
+      fail("parse_request_body: Anthropic bodies are parsed by parse_messages_body");
   }
   return out;
+}
+
+int resolve_max_tokens(const ParsedRequest& request, const RequestDefaults& defaults,
+                       int n_prompt) {
+  const int room = defaults.context_size - n_prompt;
+  if (request.max_tokens == 0)
+    return defaults.max_tokens > 0 ? std::min(defaults.max_tokens, room) : room;
+  if (request.max_tokens > room) {
+    throw_bad_request(
+        concat("'", request.max_tokens_field, "' is ", request.max_tokens,
+               ", but the context holds ", defaults.context_size, " tokens and the prompt has ",
+               n_prompt, ": at most ", room, " can be generated"),
+        request.max_tokens_field, "context_length_exceeded");
+  }
+  return request.max_tokens;
 }
 
 TokenizeRequest parse_tokenize_body(std::string_view text) {

@@ -14,24 +14,32 @@
 
 namespace k25 {
 
-enum class ApiFlavor { Generate, Completions, Chat };
+// Messages: Anthropic's /v1/messages (parsed by anthropic_request.h, rendered like Chat).
+enum class ApiFlavor { Generate, Completions, Chat, Messages };
 
 // What a request gets for the fields it leaves out, and the bounds on what it may ask.
 struct RequestDefaults {
   SamplingParams sampling;  // temperature, top_k, top_p, min_p, repeat_penalty
-  int max_tokens = 128;
+  int max_tokens = 0;  // > 0: the default for a request without one; 0: the rest of the context
   int context_size = 2048;  // max_tokens above this is rejected
+  int n_vocab = 0;          // > 0: logit_bias keys are checked against it
   int max_top_logprobs = 20;
   int max_stop_strings = 16;
+  int max_choices = 16;  // the bound on OpenAI's `n`: each choice is its own engine request
 };
 
 struct ParsedRequest {
   ApiFlavor flavor = ApiFlavor::Generate;
   std::string prompt;                              // text prompt (Generate, Completions)
   std::optional<std::vector<int64_t>> prompt_ids;  // Completions: prompt given as token ids
-  std::vector<ChatMessage> messages;               // Chat
+  std::vector<ChatMessage> messages;               // Chat, Messages
+  // Messages: the text of a last assistant message, which the answer continues (Anthropic's
+  // prefill); it follows the rendered conversation and is not repeated in the answer.
+  std::string assistant_prefill;
   std::string model;
-  int max_tokens = 0;
+  int max_tokens = 0;                           // 0: not given (see resolve_max_tokens)
+  std::string max_tokens_field = "max_tokens";  // the field it came from, for errors
+  int n = 1;                                    // OpenAI's n: independent choices
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false;
@@ -49,6 +57,12 @@ nlohmann::json parse_json_body(std::string_view body);
 
 ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view body,
                                  const RequestDefaults& defaults);
+
+// The tokens a request may generate once its prompt is known: an omitted max_tokens means the
+// server default or, without one, the rest of the context (a default is cut to what fits); an
+// explicit value that does not fit beside the prompt is a 400 (context_length_exceeded), as
+// OpenAI and Anthropic answer.
+int resolve_max_tokens(const ParsedRequest& request, const RequestDefaults& defaults, int n_prompt);
 
 struct TokenizeRequest {
   std::string content;

@@ -1,5 +1,6 @@
 #include "server/response_format.h"
 
+#include "server/anthropic_format.h"
 #include "server/tool_call_response.h"
 
 namespace k25 {
@@ -101,6 +102,7 @@ void add_k25_summary(json& out, const ResponseContext& ctx, const GenerationOutc
 }
 
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
+  // /generate keeps k25's own values, "cancelled" and "error" included.
   json out = {{"finish_reason", finish_reason_name(o.finish_reason)},
               {"usage",
                {{"prompt_tokens", o.prompt_tokens},
@@ -120,7 +122,7 @@ bool made_tool_calls(const GenerationOutcome& o) {
 
 // OpenAI's finish reason: "tool_calls" when the answer made calls.
 std::string finish_reason_of(const GenerationOutcome& o) {
-  return made_tool_calls(o) ? "tool_calls" : finish_reason_name(o.finish_reason);
+  return made_tool_calls(o) ? "tool_calls" : openai_finish_reason(o.finish_reason);
 }
 
 const char* chunk_object(ApiFlavor flavor) {
@@ -129,37 +131,54 @@ const char* chunk_object(ApiFlavor flavor) {
 
 }  // namespace
 
-json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
+const char* openai_finish_reason(FinishReason reason) {
+  return reason == FinishReason::Length ? "length" : "stop";
+}
+
+GenerationOutcome summed_usage(const std::vector<GenerationOutcome>& choices) {
+  GenerationOutcome total;
+  if (choices.empty()) return total;
+  total.prompt_tokens = choices.front().prompt_tokens;
+  total.cached_tokens = choices.front().cached_tokens;
+  for (const GenerationOutcome& c : choices) total.completion_tokens += c.completion_tokens;
+  return total;
+}
+
+json full_response(const ResponseContext& ctx, const std::vector<GenerationOutcome>& choices) {
   if (ctx.flavor == ApiFlavor::Generate) {
-    json out = generate_summary(ctx, o);
-    out["text"] = o.text;
+    json out = generate_summary(ctx, choices.at(0));
+    out["text"] = choices[0].text;
     return out;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}};
-  json out;
-  if (ctx.flavor == ApiFlavor::Chat) {
-    out = openai_envelope(ctx, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", o.tools ? o.tools->content : o.text}};
-    if (made_tool_calls(o)) {
-      if (o.tools->content.empty()) choice["message"]["content"] = nullptr;
-      choice["message"]["tool_calls"] = tool_calls_message_json(o.tools->calls);
+  if (ctx.flavor == ApiFlavor::Messages) return anthropic_message(ctx, choices.at(0));
+  json out =
+      openai_envelope(ctx, ctx.flavor == ApiFlavor::Chat ? "chat.completion" : "text_completion");
+  out["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const GenerationOutcome& o = choices[i];
+    json choice = {{"index", i}, {"finish_reason", finish_reason_of(o)}};
+    if (ctx.flavor == ApiFlavor::Chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", o.tools ? o.tools->content : o.text}};
+      if (made_tool_calls(o)) {
+        if (o.tools->content.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = tool_calls_message_json(o.tools->calls);
+      }
+      choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
+    } else {
+      choice["text"] = o.text;
+      choice["logprobs"] = o.want_logprobs ? completion_logprobs(o.logprobs, 0) : json();
     }
-    choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
-  } else {
-    out = openai_envelope(ctx, "text_completion");
-    choice["text"] = o.text;
-    choice["logprobs"] = o.want_logprobs ? completion_logprobs(o.logprobs, 0) : json();
+    out["choices"].push_back(choice);
   }
-  out["choices"] = json::array({choice});
-  out["usage"] = usage(o);
-  add_k25_summary(out, ctx, o);
+  out["usage"] = usage(summed_usage(choices));
+  add_k25_summary(out, ctx, choices.at(0));
   return out;
 }
 
-json stream_start_chunk(const ResponseContext& ctx) {
+json stream_start_chunk(const ResponseContext& ctx, int index) {
   if (ctx.flavor != ApiFlavor::Chat) return json();
   json out = openai_envelope(ctx, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", {{"role", "assistant"}, {"content", ""}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});
@@ -167,11 +186,11 @@ json stream_start_chunk(const ResponseContext& ctx) {
   return out;
 }
 
-json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
+json stream_text_chunk(const ResponseContext& ctx, int index, const std::string& text,
                        const std::vector<TokenLogprobEntry>* logprobs) {
   if (ctx.flavor == ApiFlavor::Generate) return {{"text", text}};
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {{"index", 0}, {"finish_reason", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = {{"content", text}};
     choice["logprobs"] = logprobs ? chat_logprobs(*logprobs) : json();
@@ -184,9 +203,10 @@ json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
   return out;
 }
 
-json stream_tool_calls_chunk(const ResponseContext& ctx, const std::vector<ToolCall>& calls) {
+json stream_tool_calls_chunk(const ResponseContext& ctx, int index,
+                             const std::vector<ToolCall>& calls) {
   json out = openai_envelope(ctx, "chat.completion.chunk");
-  out["choices"] = json::array({{{"index", 0},
+  out["choices"] = json::array({{{"index", index},
                                  {"delta", {{"tool_calls", tool_calls_delta_json(calls)}}},
                                  {"logprobs", nullptr},
                                  {"finish_reason", nullptr}}});
@@ -194,15 +214,14 @@ json stream_tool_calls_chunk(const ResponseContext& ctx, const std::vector<ToolC
   return out;
 }
 
-std::vector<json> stream_final_chunks(const ResponseContext& ctx, const GenerationOutcome& o) {
+json stream_finish_chunk(const ResponseContext& ctx, int index, const GenerationOutcome& o) {
   if (ctx.flavor == ApiFlavor::Generate) {
     json last = generate_summary(ctx, o);
     last["text"] = "";
-    return {last};
+    return last;
   }
-  std::vector<json> chunks;
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}, {"logprobs", nullptr}};
+  json choice = {{"index", index}, {"finish_reason", finish_reason_of(o)}, {"logprobs", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = json::object();
   } else {
@@ -211,14 +230,15 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   out["choices"] = json::array({choice});
   if (ctx.include_usage) out["usage"] = nullptr;
   add_k25_summary(out, ctx, o);
-  chunks.push_back(out);
-  if (ctx.include_usage) {
-    json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
-    tail["choices"] = json::array();
-    tail["usage"] = usage(o);
-    chunks.push_back(tail);
-  }
-  return chunks;
+  return out;
+}
+
+json stream_usage_chunk(const ResponseContext& ctx, const std::vector<GenerationOutcome>& choices) {
+  if (ctx.flavor == ApiFlavor::Generate || !ctx.include_usage) return json();
+  json tail = openai_envelope(ctx, chunk_object(ctx.flavor));
+  tail["choices"] = json::array();
+  tail["usage"] = usage(summed_usage(choices));
+  return tail;
 }
 
 }  // namespace k25

@@ -31,6 +31,10 @@ struct ResponseContext {
   std::string model;
   FlashHints hints;
   bool include_usage = false;
+  int prompt_tokens = 0;  // known before the first event (Anthropic's message_start says it)
+  // Anthropic: the request's own stop_sequences (a chat template's turn-end markers are stop
+  // strings too, but stopping at one is end_turn).
+  std::vector<std::string> stop_sequences;
   // R-PR5: what Flash decided. The domain actually used (the hint or the SimHash match), the
   // pruning level and the plan (null: the full model).
   std::string flash_domain = "default";
@@ -44,6 +48,7 @@ struct GenerationOutcome {
   std::vector<TokenLogprobEntry> logprobs;
   bool want_logprobs = false;
   FinishReason finish_reason = FinishReason::Stop;
+  std::string matched_stop;  // the stop string that ended it, if one did
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the KV prefix cache
   int completion_tokens = 0;
@@ -55,20 +60,33 @@ struct GenerationOutcome {
   std::optional<ToolCallParse> tools;
 };
 
-// The whole response of a non-streaming request.
-nlohmann::json full_response(const ResponseContext& ctx, const GenerationOutcome& outcome);
+// OpenAI's finish_reason ("stop", "length"). Cancelled and failed requests end with an error
+// instead (on /generate they keep finish_reason_name's "cancelled" and "error").
+const char* openai_finish_reason(FinishReason reason);
 
-// Streaming: the first chunk (chat sends the assistant role; others nothing → null json).
-nlohmann::json stream_start_chunk(const ResponseContext& ctx);
+// The usage of n choices of one prompt, as OpenAI counts it: the prompt once, every choice's
+// completion tokens.
+GenerationOutcome summed_usage(const std::vector<GenerationOutcome>& choices);
+
+// The whole response of a non-streaming request; choices[i] is choice i (/generate: one).
+nlohmann::json full_response(const ResponseContext& ctx,
+                             const std::vector<GenerationOutcome>& choices);
+
+// Streaming: the first chunk of choice `index` (chat sends the assistant role; others nothing →
+// null json).
+nlohmann::json stream_start_chunk(const ResponseContext& ctx, int index);
 // A chunk carrying new text (and the logprobs of the tokens behind it, when asked for).
-nlohmann::json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
+nlohmann::json stream_text_chunk(const ResponseContext& ctx, int index, const std::string& text,
                                  const std::vector<TokenLogprobEntry>* logprobs);
-// The last chunk(s): finish reason, then usage when asked for (OpenAI) or the R-API1 summary.
-std::vector<nlohmann::json> stream_final_chunks(const ResponseContext& ctx,
-                                                const GenerationOutcome& outcome);
+// The chunk that ends choice `index`: its finish reason (OpenAI) or the R-API1 summary.
+nlohmann::json stream_finish_chunk(const ResponseContext& ctx, int index,
+                                   const GenerationOutcome& outcome);
+// After every choice finished: the usage chunk when asked for (OpenAI), else null json.
+nlohmann::json stream_usage_chunk(const ResponseContext& ctx,
+                                  const std::vector<GenerationOutcome>& choices);
 
 // A chunk carrying the tool calls of a streamed chat answer (each call whole).
-nlohmann::json stream_tool_calls_chunk(const ResponseContext& ctx,
+nlohmann::json stream_tool_calls_chunk(const ResponseContext& ctx, int index,
                                        const std::vector<ToolCall>& calls);
 
 // "data: <json>\n\n" with invalid UTF-8 replaced (it cannot occur, but JSON must stay valid).

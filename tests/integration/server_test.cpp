@@ -274,7 +274,7 @@ TEST_F(Server, BadInputTable) {
        R"({"prompt": "a"})",
        {{"x-response-length", "abc"}},
        400},
-      {"n = 2", "POST", "/v1/completions", R"({"prompt": "a", "n": 2})", {}, 400},
+      {"n = 17", "POST", "/v1/completions", R"({"prompt": "a", "n": 17})", {}, 400},
       {"oversized body",
        "POST",
        "/generate",

@@ -108,7 +108,8 @@ TEST(RequestBody, GenerateFields) {
 TEST(RequestBody, DefaultsAndNullsTakeConfiguredValues) {
   ParsedRequest r = parse_request_body(
       ApiFlavor::Completions, R"({"prompt":"hi","max_tokens":null,"stop":"."})", defaults());
-  EXPECT_EQ(r.max_tokens, 64);
+  EXPECT_EQ(r.max_tokens, 0);  // not given: resolve_max_tokens applies the default
+  EXPECT_EQ(resolve_max_tokens(r, defaults(), 10), 64);
   EXPECT_EQ(r.stop, (std::vector<std::string>{"."}));
   EXPECT_FALSE(r.sampling.seed);
 }
@@ -163,8 +164,10 @@ TEST(RequestBody, BadInputTable) {
       {ApiFlavor::Generate, R"({"prompt": "x", "stop": [""]})", "stop"},
       {ApiFlavor::Generate, R"({"prompt": "x", "seed": "a"})", "seed"},
       {ApiFlavor::Generate, R"({"prompt": "x", "stream": "yes"})", "stream"},
-      {ApiFlavor::Completions, R"({"prompt": "x", "n": 2})", "n"},
+      {ApiFlavor::Completions, R"({"prompt": "x", "n": 17})", "n"},
+      {ApiFlavor::Completions, R"({"prompt": "x", "n": 0})", "n"},
       {ApiFlavor::Completions, R"({"prompt": "x", "best_of": 3})", "best_of"},
+      {ApiFlavor::Completions, R"({"prompt": "x", "n": 2, "best_of": 3})", "best_of"},
       {ApiFlavor::Completions, R"({"prompt": "x", "logprobs": 21})", "logprobs"},
       {ApiFlavor::Completions, R"({"prompt": [1, "a"]})", "prompt"},
       {ApiFlavor::Completions, R"({"prompt": "x", "stream_options": 1})", "stream_options"},
@@ -172,7 +175,7 @@ TEST(RequestBody, BadInputTable) {
       {ApiFlavor::Chat, R"({"messages": []})", "messages"},
       {ApiFlavor::Chat, R"({"messages": [{"content": "hi"}]})", "messages"},
       {ApiFlavor::Chat, R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
-      {ApiFlavor::Chat, R"({"messages": [{"role":"user","content":"x"}], "n": 3})", "n"},
+      {ApiFlavor::Chat, R"({"messages": [{"role":"user","content":"x"}], "n": 100})", "n"},
       {ApiFlavor::Chat, R"({"messages": [{"role":"user","content":"x"}], "top_logprobs": 2})",
        "top_logprobs"},
   };
@@ -265,7 +268,7 @@ TEST(ResponseFormat, GenerateResponseHasTheR_API1Fields) {
   o.completion_tokens = 2;
   o.ttft_ms = 1.5;
   o.total_ms = 4;
-  nlohmann::json j = full_response(ctx, o);
+  nlohmann::json j = full_response(ctx, {o});
   EXPECT_EQ(j["text"], "hello");
   EXPECT_EQ(j["finish_reason"], "length");
   EXPECT_EQ(j["usage"]["prompt_tokens"], 3);
@@ -287,12 +290,12 @@ TEST(ResponseFormat, ChatStreamEndsWithUsageChunkWhenAsked) {
   GenerationOutcome o;
   o.prompt_tokens = 4;
   o.completion_tokens = 2;
-  EXPECT_EQ(stream_start_chunk(ctx)["choices"][0]["delta"]["role"], "assistant");
-  std::vector<nlohmann::json> last = stream_final_chunks(ctx, o);
-  ASSERT_EQ(last.size(), 2u);
-  EXPECT_EQ(last[0]["choices"][0]["finish_reason"], "stop");
-  EXPECT_TRUE(last[1]["choices"].empty());
-  EXPECT_EQ(last[1]["usage"]["total_tokens"], 6);
+  EXPECT_EQ(stream_start_chunk(ctx, 0)["choices"][0]["delta"]["role"], "assistant");
+  nlohmann::json finish = stream_finish_chunk(ctx, 0, o);
+  EXPECT_EQ(finish["choices"][0]["finish_reason"], "stop");
+  nlohmann::json usage = stream_usage_chunk(ctx, {o});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 6);
   EXPECT_EQ(sse_event({{"a", 1}}), "data: {\"a\":1}\n\n");
 }
 
@@ -306,19 +309,18 @@ TEST(ResponseFormat, ChatResponsesCarryTimingsAndFlash) {
   GenerationOutcome o;
   o.ttft_ms = 2.5;
   o.total_ms = 9;
-  nlohmann::json whole = full_response(ctx, o);
+  nlohmann::json whole = full_response(ctx, {o});
   EXPECT_EQ(whole["timings"]["ttft_ms"], 2.5);
   EXPECT_EQ(whole["timings"]["total_ms"], 9);
   EXPECT_EQ(whole["flash"]["plan"], "full");
   EXPECT_EQ(whole["flash"]["level"], 1);
-  std::vector<nlohmann::json> last = stream_final_chunks(ctx, o);
-  ASSERT_EQ(last.size(), 2u);
-  EXPECT_EQ(last[0]["timings"]["ttft_ms"], 2.5);
-  EXPECT_EQ(last[0]["flash"]["plan"], "full");
-  EXPECT_FALSE(last[1].contains("flash"));
-  EXPECT_FALSE(stream_text_chunk(ctx, "x", nullptr).contains("timings"));
+  nlohmann::json finish = stream_finish_chunk(ctx, 0, o);
+  EXPECT_EQ(finish["timings"]["ttft_ms"], 2.5);
+  EXPECT_EQ(finish["flash"]["plan"], "full");
+  EXPECT_FALSE(stream_usage_chunk(ctx, {o}).contains("flash"));
+  EXPECT_FALSE(stream_text_chunk(ctx, 0, "x", nullptr).contains("timings"));
   ctx.flavor = ApiFlavor::Completions;
-  EXPECT_EQ(full_response(ctx, o)["timings"]["total_ms"], 9);
+  EXPECT_EQ(full_response(ctx, {o})["timings"]["total_ms"], 9);
 }
 
 }  // namespace

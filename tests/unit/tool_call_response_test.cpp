@@ -52,13 +52,13 @@ TEST(ToolCallResponse, AnAnswerOfOnlyCallsHasNullContentAndFinishReasonToolCalls
   GenerationOutcome o;
   o.text = "<tool_call>...</tool_call>";
   o.tools = ToolCallParse{"", {{"call_1", "get_weather", R"({"city":"Paris"})"}}};
-  json choice = full_response(chat_context(), o)["choices"][0];
+  json choice = full_response(chat_context(), {o})["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_TRUE(choice["message"]["content"].is_null());
   EXPECT_EQ(choice["message"]["tool_calls"],
             json::parse(R"([{"id": "call_1", "type": "function", "function": {"name":
                 "get_weather", "arguments": "{\"city\":\"Paris\"}"}}])"));
-  EXPECT_EQ(stream_final_chunks(chat_context(), o)[0]["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(stream_finish_chunk(chat_context(), 0, o)["choices"][0]["finish_reason"], "tool_calls");
 }
 
 TEST(ToolCallResponse, WithoutCallsTheParsedContentAndTheEnginesFinishReasonStay) {
@@ -66,14 +66,14 @@ TEST(ToolCallResponse, WithoutCallsTheParsedContentAndTheEnginesFinishReasonStay
   o.text = "hello";
   o.finish_reason = FinishReason::Length;
   o.tools = ToolCallParse{"hello", {}};
-  json choice = full_response(chat_context(), o)["choices"][0];
+  json choice = full_response(chat_context(), {o})["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "length");
   EXPECT_EQ(choice["message"]["content"], "hello");
   EXPECT_FALSE(choice["message"].contains("tool_calls"));
 }
 
 TEST(ToolCallResponse, StreamDeltasCarryIndexIdTypeNameAndArguments) {
-  json chunk = stream_tool_calls_chunk(chat_context(),
+  json chunk = stream_tool_calls_chunk(chat_context(), 0,
                                        {{"call_1", "f", "{}"}, {"call_2", "g", "{\"a\":1}"}});
   EXPECT_EQ(chunk["object"], "chat.completion.chunk");
   const json& deltas = chunk["choices"][0]["delta"]["tool_calls"];
