@@ -12,6 +12,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                                   # small helper scripts in tests and benchmarks
   haproxy                                   # deploy/haproxy.cfg, run by the OpsHaproxy test
+  libhiredis-dev                            # client of the shared KV tier (Redis)
+  redis-server redis-tools                  # the shared-tier integration tests run real ones
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/openai_client"
 
