@@ -142,7 +142,7 @@ std::vector<ConfigKey> make_keys() {
                "shared KV tier: redis://[user@]host:port[/db][,host:port...]",
                [](C& c, const std::string& v) {
                  try {
-                   parse_redis_url(v);
+                   if (!v.empty()) parse_redis_url(v);  // "": no shared tier
                  } catch (const Error& e) {
                    fail("config: flash_scheduler.", e.what());
                  }

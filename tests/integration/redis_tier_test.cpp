@@ -81,7 +81,10 @@ std::string story(int i) {
   return "Once upon a time, in a town by the sea, there lived a girl named Mia number " +
          std::to_string(i) +
          ". Every morning she walked to the harbour to watch the boats come in. One day a "
-         "small blue boat came in with a dog on it, and the dog looked at Mia and barked.";
+         "small blue boat came in with a dog on it, and the dog looked at Mia and barked. Mia "
+         "was happy. She ran to her mom and said, \"Mom, there is a dog on the boat!\" Her mom "
+         "smiled and said, \"Let us go and see the dog.\" They went to the boat together and "
+         "the dog wagged its tail. The man on the boat said the dog was lost and needed a home.";
 }
 const std::string kTurn2 = " Mia smiled and said hello to the dog.";
 
