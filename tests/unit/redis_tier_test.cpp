@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstring>
+#include <fstream>
 #include <mutex>
 
 #include "engine/engine.h"
