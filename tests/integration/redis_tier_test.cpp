@@ -278,6 +278,36 @@ TEST(SharedTier, AFullRedisDegradesToRecomputation) {
   EXPECT_GT(metric(a.port(), "k25_shared_kv_errors_total"), 0);
 }
 
+TEST(SharedTier, DiskInFrontOfRedisRestoresFromEither) {
+  RedisProcess redis;
+  const auto stacked = [&](const std::string& name) {
+    const std::string dir = redis.dir() + "/" + name;
+    std::filesystem::create_directories(dir);
+    std::vector<std::string> args =
+        replica_args("", {"--l3-backend", "disk+redis", "--redis-url", redis.url(), "--l3-enabled",
+                          "true", "--l3-device", dir});
+    return args;
+  };
+  ServerProcess a(stacked("a"));
+  const Turn first = complete(a.port(), story(5), "d");
+  ASSERT_EQ(first.status, 200) << first.error;
+  const std::string turn2 = follow_up(story(5), first);
+  {
+    ServerProcess b(stacked("b"));  // an empty disk tier: the pages come from Redis
+    expect_turn2_found_in_redis(first, complete(b.port(), turn2, "d"));
+    b.signal(SIGTERM);  // a clean stop saves the disk tier's index
+    EXPECT_EQ(b.wait_exit(), 0);
+  }
+  // B's shutdown wrote its cached pages to its disk: restarted, it finds them there.
+  redis.kill_now();
+  ServerProcess b_again(stacked("b"));
+  const Turn again = complete(b_again.port(), turn2, "d");
+  ASSERT_EQ(again.status, 200) << again.error;
+  EXPECT_GE(again.cached, (first.prompt_tokens + first.completion_tokens) * 9 / 10);
+  EXPECT_EQ(again.cached_redis, 0);
+  EXPECT_EQ(again.text, lone_answer(turn2));
+}
+
 // deploy/haproxy-sessions.cfg in the foreground, addresses from the environment.
 class Haproxy {
  public:
