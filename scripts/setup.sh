@@ -13,6 +13,8 @@ PACKAGES=(
   python3                                   # small helper scripts in tests and benchmarks
   haproxy                                   # deploy/haproxy.cfg, run by the OpsHaproxy test
   chromium                                  # the chat page test (headless, via playwright-core)
+  libhiredis-dev                            # client of the shared KV tier (Redis)
+  redis-server redis-tools                  # the shared-tier integration tests run real ones
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 

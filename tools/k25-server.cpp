@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "kv/redis_url.h"
+#include "kv/shared_kv_namespace.h"
 #include "server/api.h"
 #include "server/command_line.h"
 #include "server/http_server.h"
@@ -59,6 +61,32 @@ uint64_t model_file_tag(const std::string& path) {
     tag = (tag ^ v) * 0x100000001b3ull;
   }
   return tag;
+}
+
+// flash_scheduler.l3_backend redis / disk+redis: where the shared KV tier is and what it is
+// keyed by (kv/shared_kv_namespace.h: the model file's content, not its path).
+void configure_shared_tier(const k25::ServerConfig& config, k25::EngineOptions& options) {
+  using Backend = k25::EngineOptions::L3Backend;
+  if (config.l3_backend == "disk") return;
+  if (config.redis_url.empty()) {
+    k25::fail("config: flash_scheduler.l3_backend ", config.l3_backend,
+              " needs flash_scheduler.redis_url");
+  }
+  options.l3_backend = config.l3_backend == "redis" ? Backend::kRedis : Backend::kDiskAndRedis;
+  if (options.l3_backend == Backend::kDiskAndRedis && options.l3_path.empty()) {
+    k25::fail(
+        "config: flash_scheduler.l3_backend disk+redis needs flash_scheduler.l3_enabled and "
+        "l3_device");
+  }
+  k25::RedisStoreOptions& store = options.redis.store;
+  store.address = k25::parse_redis_url(config.redis_url);
+  store.credentials = {store.address.user, config.redis_password};
+  store.connect_timeout = std::chrono::milliseconds(config.redis_connect_timeout_ms);
+  store.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
+  store.ttl_seconds = config.redis_ttl_seconds;
+  options.redis.read_timeout = std::chrono::milliseconds(config.redis_read_timeout_ms);
+  options.shared_weights_hash = k25::weights_content_hash(config.model_path);
+  options.l3_idle_seconds = config.l3_idle_seconds;
 }
 
 int run(const k25::ServerConfig& config) {
@@ -126,6 +154,7 @@ int run(const k25::ServerConfig& config) {
         options.l3_content_tag = model_file_tag(config.model_path);
         options.l3_idle_seconds = config.l3_idle_seconds;
       }
+      configure_shared_tier(config, options);
       engine = std::make_unique<k25::Engine>(*model, options);
       if (!config.warmup.empty()) {
         api.set_warming_up();

@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "engine/step_cost.h"
+#include "kv/shared_kv_namespace.h"
+#include "kv/stacked_prefix_tier.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 
@@ -68,6 +70,14 @@ struct Engine::Sequence {
   std::vector<CachedPage> restore_chain;
   Clock::time_point restore_deadline;
   bool l3_asked = false;  // the prompt's pages missing in L2 were looked up in L3
+  // The shared tier is being asked which of the prompt's pages it holds (at most once per
+  // sequence); unscheduled meanwhile, until the answer or probe_deadline.
+  std::optional<TierProbeId> probe;
+  Clock::time_point probe_deadline;
+  bool l3_probed = false;
+  // Of n_computed, positions restored from the disk / shared tier (the rest came from L2).
+  int restored_disk_tokens = 0;
+  int restored_shared_tokens = 0;
   // Queued while L3 holds more of its prompt than L2 and no read may start yet (no free batch
   // slot): not scheduled this step, so that it reads those pages later instead of computing them.
   bool awaiting_l3 = false;
@@ -159,7 +169,9 @@ Engine::Engine(Model& model, EngineOptions options)
     prefix_ = std::make_unique<PrefixCache>(kv_->pool(), seed);
     kv_->set_reclaimer(prefix_.get());
   }
-  if (!options_.l3_path.empty()) open_l3();
+  if (!options_.l3_path.empty() || options_.l3_backend != EngineOptions::L3Backend::kDisk) {
+    open_l3();
+  }
   int n_threads = options_.n_threads > 0 ? options_.n_threads
                                          : static_cast<int>(std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
@@ -185,6 +197,33 @@ void Engine::open_l3() {
     std::cerr << "warning: L3 KV tier off: it needs the prefix cache\n";
     return;
   }
+  using Backend = EngineOptions::L3Backend;
+  std::unique_ptr<PrefixTier> disk, shared;
+  if (options_.l3_backend != Backend::kRedis) {
+    disk = open_disk_tier();
+    if (!disk) return;
+  }
+  if (options_.l3_backend != Backend::kDisk) {
+    const ModelConfig& c = model_.config();
+    RedisTierOptions o = options_.redis;
+    o.kv_namespace =
+        shared_kv_namespace({options_.shared_weights_hash, prefix_->root_key(),
+                             static_cast<int>(options_.kv_dtype), c.n_vocab, c.dim, c.n_heads});
+    try {
+      shared = std::make_unique<RedisPrefixTier>(o, kv_->pool());
+    } catch (const std::exception& e) {
+      std::cerr << "warning: shared KV tier off: " << e.what() << "\n";
+    }
+  }
+  if (disk && shared) {
+    l3_ = std::make_unique<StackedPrefixTier>(std::move(disk), std::move(shared));
+  } else {
+    l3_ = disk ? std::move(disk) : std::move(shared);
+  }
+  if (l3_) prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
+}
+
+std::unique_ptr<PrefixTier> Engine::open_disk_tier() {
   const ModelConfig& c = model_.config();
   DiskStoreOptions o;
   o.path = options_.l3_path;
@@ -205,12 +244,11 @@ void Engine::open_l3() {
   if (options_.kv_dtype != KvDtype::kF32) mix(static_cast<uint64_t>(options_.kv_dtype));
   o.content_tag = tag;
   try {
-    l3_ = std::make_unique<L3PrefixTier>(o, kv_->pool());
+    return std::make_unique<L3PrefixTier>(o, kv_->pool());
   } catch (const std::exception& e) {
     std::cerr << "warning: L3 KV tier off: " << e.what() << "\n";
-    return;
+    return nullptr;
   }
-  prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
 }
 
 SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
@@ -397,6 +435,7 @@ void Engine::drop_kv(Sequence& seq, bool preempted) {
                   seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens), pages[i]});
     }
   }
+  if (!preempted && l3_ && !seq.plan()) write_through(seq);
   forward_cache().clear(seq.kv_id);  // through L1, whose ring must go too
   free_kv_ids_.push_back(seq.kv_id);
   seq.kv_id = -1;
@@ -420,6 +459,35 @@ void Engine::publish_prefix(Sequence& seq) {
                   !seq.request.session_id.empty());
 }
 
+void Engine::write_through(const Sequence& seq) {
+  const std::vector<PageId>& pages = kv_->page_table(seq.kv_id);
+  const size_t n_pages =
+      std::min({seq.prefix_keys.size(), pages.size(),
+                static_cast<size_t>(seq.full_model_computed / options_.kv_page_tokens)});
+  for (size_t i = 0; i < n_pages; ++i) {
+    const uint64_t parent = i ? seq.prefix_keys[i - 1] : prefix_->root_key();
+    l3_->write_through({seq.prefix_keys[i], parent,
+                        seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens),
+                        pages[i]});
+  }
+}
+
+bool Engine::probing_shared_tier(Sequence& seq, size_t first_missing, size_t n_pages) {
+  if (seq.probe) {
+    if (!l3_->probe_done(*seq.probe) && Clock::now() < seq.probe_deadline) return true;
+    seq.probe.reset();
+    return false;
+  }
+  if (seq.l3_probed || l3_->contains(seq.prefix_keys[first_missing])) return false;
+  seq.l3_probed = true;
+  const TierProbeId id =
+      l3_->probe(seq.prefix_keys.data() + first_missing, n_pages - first_missing);
+  if (id == 0 || l3_->probe_done(id)) return false;
+  seq.probe = id;
+  seq.probe_deadline = Clock::now() + l3_->read_timeout();
+  return true;
+}
+
 void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   // Only KV of the full model is shared, and the last known token is always computed (its
   // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
@@ -436,6 +504,10 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   if (may_read_l3 && l3_ && !seq.l3_asked) {
     seq.l3_asked = true;  // the L3 hit rate's denominator counts a prompt once
     stats_.l3_lookup_pages += n_pages - pages.size();
+  }
+  if (l3_ && pages.size() < n_pages && probing_shared_tier(seq, pages.size(), n_pages)) {
+    seq.awaiting_l3 = true;  // not scheduled until the shared tier answers (or times out)
+    return;
   }
   if (l3_ && pages.size() < n_pages && l3_->contains(seq.prefix_keys[pages.size()])) {
     // Mapping the L2 part now would commit the sequence to computing the rest.
@@ -477,13 +549,14 @@ bool Engine::begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages
   seq.restore_l2 = l2_pages;
   seq.restore_chain = chain;
   seq.restore = l3_->begin_restore(std::move(chain));
-  seq.restore_deadline = Clock::now() + L3PrefixTier::kReadTimeout;
+  seq.restore_deadline = Clock::now() + l3_->read_timeout();
   return true;
 }
 
 void Engine::end_l3_restore(Sequence& seq) {
   std::vector<bool> kept;
-  const size_t restored = l3_->finish_restore(*seq.restore, &kept);
+  const RestoredPages restored_pages = l3_->end_restore(*seq.restore, &kept);
+  const size_t restored = restored_pages.total;
   seq.restore.reset();
   PagePool& pool = kv_->pool();
   std::vector<PageId> pages = std::move(seq.restore_l2);
@@ -491,7 +564,7 @@ void Engine::end_l3_restore(Sequence& seq) {
   for (size_t i = 0; i < seq.restore_chain.size(); ++i) {
     if (i < restored) {
       pages.push_back(seq.restore_chain[i].page);
-    } else if (!kept[i]) {
+    } else if (i >= kept.size() || !kept[i]) {
       pool.free(seq.restore_chain[i].page);  // the rest of the chain is recomputed
     }
   }
@@ -501,7 +574,12 @@ void Engine::end_l3_restore(Sequence& seq) {
     prefix_->insert(seq.prefix_keys.data(), pages.size(), seq.tokens.data(), pages,
                     !seq.request.session_id.empty());
   }
-  if (!seq.finished) adopt_prefix(seq, pages);
+  if (!seq.finished) {
+    adopt_prefix(seq, pages);
+    seq.restored_shared_tokens = static_cast<int>(restored_pages.shared) * options_.kv_page_tokens;
+    seq.restored_disk_tokens =
+        static_cast<int>(restored - restored_pages.shared) * options_.kv_page_tokens;
+  }
   for (PageId page : pages) pool.free(page);  // the references taken for the restore
 }
 
@@ -621,8 +699,15 @@ void Engine::step() {
     if (!seq.started) {
       // What is computed already at the first admission came from the prefix cache.
       seq.cached_tokens = seq.n_computed;
+      if (seq.restored_disk_tokens + seq.restored_shared_tokens > seq.cached_tokens) {
+        seq.restored_disk_tokens = seq.restored_shared_tokens = 0;  // its KV was dropped since
+      }
       stats_.prompt_tokens += seq.request.prompt.size();
       stats_.cached_prompt_tokens += seq.cached_tokens;
+      stats_.cached_tokens_disk += seq.restored_disk_tokens;
+      stats_.cached_tokens_shared += seq.restored_shared_tokens;
+      stats_.cached_tokens_l2 +=
+          seq.cached_tokens - seq.restored_disk_tokens - seq.restored_shared_tokens;
       if (!seq.request.session_id.empty()) {
         ++stats_.session_requests;
         stats_.session_cached_tokens += seq.cached_tokens;
@@ -849,6 +934,8 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.queue_timeout = seq.queue_timeout;
   event.prompt_tokens = static_cast<int>(seq.request.prompt.size());
   event.cached_tokens = seq.cached_tokens;
+  event.cached_tokens_disk = seq.restored_disk_tokens;
+  event.cached_tokens_shared = seq.restored_shared_tokens;
   event.completion_tokens = seq.n_generated;
   event.ttft_ms = seq.ttft_ms;
   event.total_ms = ms_between(seq.submitted, Clock::now());
@@ -873,6 +960,22 @@ void Engine::release_finished() {
   publish_stats();
 }
 
+void Engine::publish_shared_stats(const SharedTierStats& s) {
+  stats_.shared_tier = true;
+  stats_.shared_up = s.up;
+  stats_.shared_hits = s.hits;
+  stats_.shared_misses = s.misses;
+  stats_.shared_bytes_in = s.bytes_in;
+  stats_.shared_bytes_out = s.bytes_out;
+  stats_.shared_errors = s.errors;
+  stats_.shared_corrupt = s.corrupt;
+  stats_.shared_writes = s.writes;
+  stats_.shared_writes_skipped = s.writes_skipped;
+  stats_.shared_restores = s.restores;
+  stats_.shared_read_p50_s = s.read_p50_s;
+  stats_.shared_read_p99_s = s.read_p99_s;
+}
+
 void Engine::publish_stats() {
   int n_running = 0;
   std::vector<SeqView> views;
@@ -892,14 +995,15 @@ void Engine::publish_stats() {
     stats_.prefix_cache_evictions = prefix_->stats().evicted_pages;
   }
   if (l3_) {
-    const L3TierStats& l3 = l3_->stats();
+    const L3TierStats l3 = l3_->disk_stats();
     stats_.l3_spills = l3.spills;
     stats_.l3_spill_failures = l3.spill_failures;
     stats_.l3_restores = l3.restores;
     stats_.l3_recomputations = l3.restore_failures;
-    stats_.l3_pages_stored = l3_->store().stats().pages_stored;
+    stats_.l3_pages_stored = l3_->disk_pages_stored();
     stats_.l3_dropped = l3.dropped;
-    stats_.l3_read_latency_p99_s = l3_->read_latency_p99_s();
+    stats_.l3_read_latency_p99_s = l3_->disk_read_latency_p99_s();
+    if (l3_->has_shared()) publish_shared_stats(l3_->shared_stats());
   }
   stats_.micro_task_queue_len = scheduler_.pending_micro_tasks(views);
   std::lock_guard lock(mutex_);

@@ -24,6 +24,7 @@
 #include "kv/l3_prefix_tier.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
+#include "kv/redis_prefix_tier.h"
 #include "model/model.h"
 
 namespace k25 {
@@ -60,8 +61,15 @@ struct EngineOptions {
   // Cached pages that no request has used for this long move from L2 to L3 (R-KV2: a session
   // gone quiet gives its RAM back). <= 0: only when L2 needs room.
   double l3_idle_seconds = 60;
-  int batch_timeout_ms = 10;  // an idle engine waits this long for more arrivals (R-EB4)
-  int queue_timeout_ms = 0;   // a request never started after this long fails; 0 = no limit
+  // What the L3 tier is (flash_scheduler.l3_backend): the disk at l3_path, a Redis shared by
+  // replicas (kv/redis_prefix_tier.h), or both, the disk in front. With Redis, `redis` says where
+  // (its kv_namespace is filled in by the engine from shared_weights_hash and the KV geometry).
+  enum class L3Backend { kDisk, kRedis, kDiskAndRedis };
+  L3Backend l3_backend = L3Backend::kDisk;
+  RedisTierOptions redis;
+  uint64_t shared_weights_hash = 0;  // weights_content_hash() of the model file
+  int batch_timeout_ms = 10;         // an idle engine waits this long for more arrivals (R-EB4)
+  int queue_timeout_ms = 0;          // a request never started after this long fails; 0 = no limit
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
@@ -149,6 +157,13 @@ class Engine {
   // Ends the restores whose reads completed or whose time is up.
   void collect_l3_restores(Clock::time_point now);
   void open_l3();
+  std::unique_ptr<PrefixTier> open_disk_tier();  // null (with a warning) when it cannot open
+  // Writes the full pages of a finished sequence to a shared tier at once (a no-op for the disk).
+  void write_through(const Sequence& seq);
+  // Whether `seq` waits for the shared tier to say which of its pages [first_missing, n_pages)
+  // it holds: asks once per sequence, then until the answer or the tier's read_timeout().
+  bool probing_shared_tier(Sequence& seq, size_t first_missing, size_t n_pages);
+  void publish_shared_stats(const SharedTierStats& s);
   // Offers the sequence's full pages computed by the full model to the prefix cache.
   void publish_prefix(Sequence& seq);
   int take_kv_id();
@@ -169,7 +184,7 @@ class Engine {
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<L1WindowKvCache> l1_;  // null when off; after kv_ (it writes through to it)
   std::unique_ptr<PrefixCache> prefix_;  // null when options_.prefix_cache is off; after kv_
-  std::unique_ptr<L3PrefixTier> l3_;     // null without L3; after prefix_ (saves its pages)
+  std::unique_ptr<PrefixTier> l3_;       // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;
 
   mutable std::mutex mutex_;  // guards the fields below up to the thread

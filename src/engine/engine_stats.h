@@ -72,6 +72,24 @@ struct EngineStats {
   std::atomic<uint64_t> l3_pages_stored{0};
   std::atomic<uint64_t> l3_dropped{0};  // oldest pages erased to make room (capacity used up)
   std::atomic<double> l3_read_latency_p99_s{0};  // submission to completion
+  // Prompt tokens taken from each tier (k25_cached_tokens_total{tier}).
+  std::atomic<uint64_t> cached_tokens_l2{0};
+  std::atomic<uint64_t> cached_tokens_disk{0};
+  std::atomic<uint64_t> cached_tokens_shared{0};
+  // The shared (Redis) tier, when configured (kv/prefix_tier.h SharedTierStats).
+  std::atomic<bool> shared_tier{false};
+  std::atomic<bool> shared_up{false};
+  std::atomic<uint64_t> shared_hits{0};
+  std::atomic<uint64_t> shared_misses{0};
+  std::atomic<uint64_t> shared_bytes_in{0};
+  std::atomic<uint64_t> shared_bytes_out{0};
+  std::atomic<uint64_t> shared_errors{0};
+  std::atomic<uint64_t> shared_corrupt{0};
+  std::atomic<uint64_t> shared_writes{0};
+  std::atomic<uint64_t> shared_writes_skipped{0};
+  std::atomic<uint64_t> shared_restores{0};
+  std::atomic<double> shared_read_p50_s{0};
+  std::atomic<double> shared_read_p99_s{0};
   Histogram ttft_seconds;
   Histogram inter_token_seconds;
   Histogram request_seconds;

@@ -62,6 +62,9 @@ struct GenerationEvent {
   bool queue_timeout = false;  // Error: it never started within the queue timeout (retryable)
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens whose KV came from the prefix cache (not computed)
+  // Of those, read back from the local disk tier / the shared (Redis) tier; the rest were in L2.
+  int cached_tokens_disk = 0;
+  int cached_tokens_shared = 0;
   int completion_tokens = 0;
   double ttft_ms = 0;   // submit to first token
   double total_ms = 0;  // submit to finish

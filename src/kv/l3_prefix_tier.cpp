@@ -5,13 +5,12 @@
 #include <iostream>
 
 #include "kv/l2_page_spans.h"
+#include "kv/prefix_page_header.h"
 #include "util/error.h"
 
 namespace k25 {
 
 namespace {
-
-constexpr uint64_t kHeaderTag = 0x3130584650353260ull;  // "`25PFX01": the page format
 
 bool power_of_two(uint64_t n) {
   return n != 0 && (n & (n - 1)) == 0;
@@ -22,13 +21,10 @@ bool power_of_two(uint64_t n) {
 L3PrefixTier::L3PrefixTier(DiskStoreOptions options, PagePool& pool)
     : pool_(pool), store_(std::make_unique<DiskStore>(options)) {
   const uint64_t page_size = options.page_size;  // validated by the store
-  const uint64_t bytes = header_bytes() + l2_page_payload_bytes(pool_.geometry());
+  const uint64_t bytes = prefix_page_header_bytes(pool_.geometry().page_tokens) +
+                         l2_page_payload_bytes(pool_.geometry());
   slots_per_page_ = (bytes + page_size - 1) / page_size;
   for (L3Key key : store_->keys()) age_.push_back(key);  // pages of earlier runs go first
-}
-
-size_t L3PrefixTier::header_bytes() const {
-  return 2 * sizeof(uint64_t) + static_cast<size_t>(pool_.geometry().page_tokens) * sizeof(int32_t);
 }
 
 void L3PrefixTier::make_room() {
@@ -51,12 +47,7 @@ L3PrefixTier::~L3PrefixTier() {
 }
 
 std::vector<std::byte> L3PrefixTier::header(const CachedPage& page) const {
-  const size_t n_tokens = static_cast<size_t>(pool_.geometry().page_tokens);
-  std::vector<std::byte> bytes(header_bytes());
-  std::memcpy(bytes.data(), &kHeaderTag, sizeof(uint64_t));
-  std::memcpy(bytes.data() + sizeof(uint64_t), &page.parent, sizeof(uint64_t));
-  std::memcpy(bytes.data() + 2 * sizeof(uint64_t), page.tokens, n_tokens * sizeof(int32_t));
-  return bytes;
+  return prefix_page_header(page, pool_.geometry().page_tokens);
 }
 
 void L3PrefixTier::spill(const CachedPage& page) {

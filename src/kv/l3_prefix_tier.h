@@ -23,20 +23,11 @@
 #include "kv/disk_store.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_tier.h"
 
 namespace k25 {
 
-using L3RestoreId = uint64_t;
-
-struct L3TierStats {
-  uint64_t spills = 0;            // pages written (completed successfully)
-  uint64_t spill_failures = 0;    // writes that failed (no space, I/O error)
-  uint64_t restores = 0;          // pages read back into L2
-  uint64_t restore_failures = 0;  // pages found in L3 but not usable: recomputed instead
-  uint64_t dropped = 0;           // oldest pages erased to make room for new ones
-};
-
-class L3PrefixTier {
+class L3PrefixTier final : public PrefixTier {
  public:
   // How long a restore may wait for its reads before the rest is given up (recomputed).
   static constexpr std::chrono::milliseconds kReadTimeout{2000};
@@ -44,40 +35,47 @@ class L3PrefixTier {
   // Opens the store. Throws k25::Error or IoUringUnavailable (see DiskStore); `pool` must
   // outlive the tier.
   L3PrefixTier(DiskStoreOptions options, PagePool& pool);
-  ~L3PrefixTier();  // waits (bounded) for writes in flight, saves the index
+  ~L3PrefixTier() override;  // waits (bounded) for writes in flight, saves the index
 
   // Writes `page` unless its key is stored already. The bytes are copied now; the L2 page may be
   // freed right away.
-  void spill(const CachedPage& page);
-  bool contains(uint64_t key) const { return store_->contains(key); }
+  void spill(const CachedPage& page) override;
+  bool contains(uint64_t key) const override { return store_->contains(key); }
   // Starts reading the pages of a chain (in order from its first missing page; each CachedPage
   // names the key, the expected parent and tokens, and the fresh L2 page to read into) and
   // returns at once: the reads of the leading pages that L3 holds are all in flight, and poll()
   // collects their completions while the caller goes on computing (R-KV2). The tokens must stay
   // valid until finish_restore().
-  L3RestoreId begin_restore(std::vector<CachedPage> chain);
+  L3RestoreId begin_restore(std::vector<CachedPage> chain) override;
   // Whether every read of the restore has completed (as seen by poll()).
-  bool restore_done(L3RestoreId id) const;
+  bool restore_done(L3RestoreId id) const override;
   // Ends a restore and returns how many leading pages were restored: stored, read back intact
   // and holding the expected parent and tokens. The caller frees the other L2 pages, except
   // those whose read is still in flight (`(*kept)[i]`, when it ends a restore before
   // restore_done()): they stay with the tier until the read completes. A failed page is
   // forgotten, counted and warned about; the caller recomputes it.
   size_t finish_restore(L3RestoreId id, std::vector<bool>* kept);
+  RestoredPages end_restore(L3RestoreId id, std::vector<bool>* kept) override {
+    return {finish_restore(id, kept), 0};
+  }
   // Collects finished writes and reads; waits up to `timeout` for the first when none is ready
   // yet (zero: never blocks). Call once per engine step.
-  void poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  void poll(std::chrono::milliseconds timeout = std::chrono::milliseconds(0)) override;
   // Waits (10 s at most) until no more than `max_in_flight` requests are in flight, e.g. to
   // bound the staging memory of many spills in a row.
-  void limit_in_flight(size_t max_in_flight);
+  void limit_in_flight(size_t max_in_flight) override;
+  std::chrono::milliseconds read_timeout() const override { return kReadTimeout; }
 
   const L3TierStats& stats() const { return stats_; }
   const DiskStore& store() const { return *store_; }
   // p99 of submission-to-completion read latency, seconds (0 before any read).
   double read_latency_p99_s() const;
 
+  L3TierStats disk_stats() const override { return stats_; }
+  uint64_t disk_pages_stored() const override { return store_->stats().pages_stored; }
+  double disk_read_latency_p99_s() const override { return read_latency_p99_s(); }
+
  private:
-  size_t header_bytes() const;
   std::vector<std::byte> header(const CachedPage& page) const;
   // Erases the oldest pages until a new one fits the capacity.
   void make_room();

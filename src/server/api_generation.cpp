@@ -49,6 +49,8 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.matched_stop = finished.matched_stop;
   o.prompt_tokens = finished.prompt_tokens;
   o.cached_tokens = finished.cached_tokens;
+  o.cached_tokens_disk = finished.cached_tokens_disk;
+  o.cached_tokens_shared = finished.cached_tokens_shared;
   o.completion_tokens = finished.completion_tokens;
   o.ttft_ms = finished.ttft_ms;
   o.total_ms = finished.total_ms;

@@ -43,6 +43,7 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
   if (disable_adaptive_pruning) out.config.adaptive_pruning = false;
   if (!api_key.empty()) out.config.api_key = api_key;
   load_api_key(out.config);
+  load_redis_password(out.config);
   if (!api_key.empty()) out.config.api_key = api_key;  // the flag wins over the file
   load_warmup_file(out.config);
   return out;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "kv/redis_url.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -134,6 +135,30 @@ std::vector<ConfigKey> make_keys() {
                        "reuse the KV of equal prompt prefixes (sessions)", &C::prefix_cache));
   k.push_back(choice_key("flash_scheduler.l3_prefetcher", "--l3-prefetcher",
                          "disk KV prefetcher (lru-k)", &C::l3_prefetcher, {"lru-k"}));
+  k.push_back(choice_key("flash_scheduler.l3_backend", "--l3-backend",
+                         "L3 KV tier: disk, redis (shared by replicas) or disk+redis",
+                         &C::l3_backend, {"disk", "redis", "disk+redis"}));
+  k.push_back({"flash_scheduler.redis_url", "--redis-url",
+               "shared KV tier: redis://[user@]host:port[/db][,host:port...]",
+               [](C& c, const std::string& v) {
+                 try {
+                   if (!v.empty()) parse_redis_url(v);  // "": no shared tier
+                 } catch (const Error& e) {
+                   fail("config: flash_scheduler.", e.what());
+                 }
+                 c.redis_url = v;
+               }});
+  k.push_back(string_key("flash_scheduler.redis_password_file", "--redis-password-file",
+                         "file whose first line is the Redis password", &C::redis_password_file));
+  k.push_back(int_key("flash_scheduler.redis_connect_timeout_ms", "--redis-connect-timeout-ms",
+                      "Redis connect timeout", &C::redis_connect_timeout_ms, 1, 60000));
+  k.push_back(int_key("flash_scheduler.redis_timeout_ms", "--redis-timeout-ms",
+                      "Redis command timeout (per socket wait)", &C::redis_timeout_ms, 1, 60000));
+  k.push_back(int_key("flash_scheduler.redis_read_timeout_ms", "--redis-read-timeout-ms",
+                      "longest a prompt waits for the shared KV tier", &C::redis_read_timeout_ms, 1,
+                      60000));
+  k.push_back(int_key("flash_scheduler.redis_ttl_seconds", "--redis-ttl-seconds",
+                      "TTL of shared KV pages", &C::redis_ttl_seconds, 1, 365 * 86400));
   k.push_back(int_key("flash_scheduler.max_batch_size", "--max-batch-size", "concurrent sequences",
                       &C::max_batch_size, 1, 4096));
   k.push_back(int_key("flash_scheduler.batch_timeout_ms", "--batch-timeout-ms",
@@ -380,6 +405,22 @@ void load_api_key(ServerConfig& config) {
   config.api_key = trim(text.str());
   if (config.api_key.empty()) {
     fail("config: api_server.api_key_file: '", config.api_key_file, "' holds no key");
+  }
+}
+
+void load_redis_password(ServerConfig& config) {
+  if (config.redis_password_file.empty()) return;
+  std::ifstream in(config.redis_password_file);
+  if (!in) {
+    fail("config: flash_scheduler.redis_password_file: cannot open '", config.redis_password_file,
+         "'");
+  }
+  std::string line;
+  std::getline(in, line);
+  config.redis_password = trim(line);
+  if (config.redis_password.empty()) {
+    fail("config: flash_scheduler.redis_password_file: '", config.redis_password_file,
+         "' holds no password");
   }
 }
 

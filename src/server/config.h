@@ -36,6 +36,16 @@ struct ServerConfig {
   double l3_idle_seconds = 60;  // cached KV unused this long moves to L3 (0: only when L2 is full)
   bool prefix_cache = true;     // reuse cached KV of equal prompt prefixes (R-KV4)
   std::string l3_prefetcher = "lru-k";
+  // The L3 tier: the local disk (l3_enabled + l3_device), a Redis shared by replicas, or both
+  // (docs/kv-cache.md "Shared tier on Redis"). redis and disk+redis turn L3 on by themselves.
+  std::string l3_backend = "disk";
+  std::string redis_url;            // redis://[user@]host:port[/db], comma-separated: a cluster
+  std::string redis_password_file;  // first line: the password (AUTH); "" = none
+  std::string redis_password;       // read from redis_password_file by load_redis_password()
+  int redis_connect_timeout_ms = 200;
+  int redis_timeout_ms = 200;       // per socket wait of a pipeline
+  int redis_read_timeout_ms = 500;  // a prompt waits this long for the shared tier at most
+  int redis_ttl_seconds = 3600;     // EX of every page (renewed when read)
   int max_batch_size = 24;
   int batch_timeout_ms = 10;
   // gated pruning (R-PR3, docs/flash.md)
@@ -117,6 +127,9 @@ void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
 
 // Reads api_key_file into api_key when set (whitespace trimmed; an empty key is an error).
 void load_api_key(ServerConfig& config);
+// Reads the first line of redis_password_file into redis_password when set (an empty one is an
+// error).
+void load_redis_password(ServerConfig& config);
 
 // Appends the prompts of warmup_file (one {"domain": ..., "prompt": ...} per line; blank lines
 // skipped) to warmup. Throws k25::Error naming the file and line.

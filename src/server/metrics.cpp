@@ -23,6 +23,41 @@ void histogram(std::ostringstream& out, const char* name, const char* help, cons
   out << name << "_count " << s.count << '\n';
 }
 
+// The shared (Redis) KV tier, with flash_scheduler.l3_backend redis or disk+redis.
+void render_shared_tier_metrics(std::ostringstream& out, const EngineStats& e) {
+  const auto counter = [&out](const char* name, const char* help, uint64_t value) {
+    header(out, name, "counter", help);
+    out << name << ' ' << value << '\n';
+  };
+  counter("k25_shared_kv_hits_total", "Pages asked of Redis that it held.", e.shared_hits.load());
+  counter("k25_shared_kv_misses_total", "Pages asked of Redis that it did not hold.",
+          e.shared_misses.load());
+  counter("k25_shared_kv_bytes_in_total", "Bytes of pages read from Redis.",
+          e.shared_bytes_in.load());
+  counter("k25_shared_kv_bytes_out_total", "Bytes of pages written to Redis.",
+          e.shared_bytes_out.load());
+  counter("k25_shared_kv_errors_total",
+          "Redis requests that failed (down, slow, full); the pages were recomputed.",
+          e.shared_errors.load());
+  counter("k25_shared_kv_corrupt_total",
+          "Values from Redis that failed the CRC or header check; recomputed.",
+          e.shared_corrupt.load());
+  counter("k25_shared_kv_writes_total", "Pages written to Redis.", e.shared_writes.load());
+  counter("k25_shared_kv_writes_skipped_total",
+          "Pages not written to Redis (too many writes in flight).",
+          e.shared_writes_skipped.load());
+  counter("k25_shared_kv_restores_total", "Pages restored from Redis into L2.",
+          e.shared_restores.load());
+  header(out, "k25_shared_kv_read_latency_seconds", "gauge",
+         "GET submission to completion (pipelined), quantiles.");
+  out << "k25_shared_kv_read_latency_seconds{quantile=\"0.5\"} " << e.shared_read_p50_s.load()
+      << '\n';
+  out << "k25_shared_kv_read_latency_seconds{quantile=\"0.99\"} " << e.shared_read_p99_s.load()
+      << '\n';
+  header(out, "k25_shared_kv_up", "gauge", "1 when the last Redis round trip succeeded.");
+  out << "k25_shared_kv_up " << (e.shared_up.load() ? 1 : 0) << '\n';
+}
+
 }  // namespace
 
 void HttpMetrics::record_request(const std::string& endpoint, int status) {
@@ -131,6 +166,12 @@ std::string render_engine_metrics(const EngineStats& e) {
   out << "flash_l3_dropped_total " << e.l3_dropped.load() << '\n';
   header(out, "flash_l3_pages", "gauge", "Pages stored in the L3 tier.");
   out << "flash_l3_pages " << e.l3_pages_stored.load() << '\n';
+  header(out, "k25_cached_tokens_total", "counter",
+         "Prompt tokens whose KV was reused instead of computed, by the tier it came from.");
+  out << "k25_cached_tokens_total{tier=\"l2\"} " << e.cached_tokens_l2.load() << '\n';
+  out << "k25_cached_tokens_total{tier=\"disk\"} " << e.cached_tokens_disk.load() << '\n';
+  out << "k25_cached_tokens_total{tier=\"redis\"} " << e.cached_tokens_shared.load() << '\n';
+  if (e.shared_tier.load()) render_shared_tier_metrics(out, e);
   header(out, "flash_l3_nvme_read_latency_p99", "gauge",
          "p99 of L3 page reads, submission to completion, seconds (healthy < 150 us on NVMe).");
   out << "flash_l3_nvme_read_latency_p99 " << e.l3_read_latency_p99_s.load() << '\n';

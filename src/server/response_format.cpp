@@ -56,11 +56,19 @@ json chat_logprobs(const std::vector<TokenLogprobEntry>& entries) {
   return {{"content", content}};
 }
 
+// Where the cached prompt tokens came from (docs/kv-cache.md): L2 RAM, the local disk, Redis.
+json cached_by_tier(const GenerationOutcome& o) {
+  return {{"l2", o.cached_tokens - o.cached_tokens_disk - o.cached_tokens_shared},
+          {"disk", o.cached_tokens_disk},
+          {"redis", o.cached_tokens_shared}};
+}
+
 json usage(const GenerationOutcome& o) {
   return {{"prompt_tokens", o.prompt_tokens},
           {"completion_tokens", o.completion_tokens},
           {"total_tokens", o.prompt_tokens + o.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", o.cached_tokens}}}};
+          {"prompt_tokens_details",
+           {{"cached_tokens", o.cached_tokens}, {"cached_tokens_by_tier", cached_by_tier(o)}}}};
 }
 
 json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
@@ -107,7 +115,8 @@ json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
               {"usage",
                {{"prompt_tokens", o.prompt_tokens},
                 {"completion_tokens", o.completion_tokens},
-                {"cached_tokens", o.cached_tokens}}}};
+                {"cached_tokens", o.cached_tokens},
+                {"cached_tokens_by_tier", cached_by_tier(o)}}}};
   add_k25_summary(out, ctx, o);
   return out;
 }
@@ -140,6 +149,8 @@ GenerationOutcome summed_usage(const std::vector<GenerationOutcome>& choices) {
   if (choices.empty()) return total;
   total.prompt_tokens = choices.front().prompt_tokens;
   total.cached_tokens = choices.front().cached_tokens;
+  total.cached_tokens_disk = choices.front().cached_tokens_disk;
+  total.cached_tokens_shared = choices.front().cached_tokens_shared;
   for (const GenerationOutcome& c : choices) total.completion_tokens += c.completion_tokens;
   return total;
 }

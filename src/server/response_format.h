@@ -51,6 +51,7 @@ struct GenerationOutcome {
   std::string matched_stop;  // the stop string that ended it, if one did
   int prompt_tokens = 0;
   int cached_tokens = 0;  // prompt tokens reused from the KV prefix cache
+  int cached_tokens_disk = 0, cached_tokens_shared = 0;  // of those, from the disk / Redis
   int completion_tokens = 0;
   double ttft_ms = 0;
   double total_ms = 0;

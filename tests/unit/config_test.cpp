@@ -122,6 +122,34 @@ TEST(CommandLine, InvalidFlagValueNamesTheKey) {
   EXPECT_EQ(cl.exit_code, 2);
 }
 
+TEST(Config, SharedKvTierKeysAreCheckedWhenRead) {
+  ServerConfig c;
+  apply_config_yaml(c,
+                    "flash_scheduler:\n  l3_backend: disk+redis\n"
+                    "  redis_url: redis://k25@127.0.0.1:6380/2\n  redis_timeout_ms: 50\n",
+                    "test");
+  EXPECT_EQ(c.l3_backend, "disk+redis");
+  EXPECT_EQ(c.redis_url, "redis://k25@127.0.0.1:6380/2");
+  EXPECT_EQ(c.redis_timeout_ms, 50);
+  for (const char* bad : {"flash_scheduler:\n  l3_backend: memcached\n",
+                          "flash_scheduler:\n  redis_url: rediss://h:1\n",
+                          "flash_scheduler:\n  redis_url: redis://h\n",
+                          "flash_scheduler:\n  redis_timeout_ms: 0\n"}) {
+    ServerConfig d;
+    EXPECT_THROW(apply_config_yaml(d, bad, "test"), Error) << bad;
+  }
+}
+
+TEST(CommandLine, RedisPasswordComesFromItsFile) {
+  const std::string path = ::testing::TempDir() + "/k25_redis_pw";
+  { std::ofstream(path) << "s3cret\nignored\n"; }
+  EXPECT_EQ(parse({"--redis-password-file", path}).config.redis_password, "s3cret");
+  { std::ofstream(path) << "\n"; }
+  std::string message = error_of([&] { parse({"--redis-password-file", path}); });
+  EXPECT_NE(message.find("redis_password_file"), std::string::npos) << message;
+  std::remove(path.c_str());
+}
+
 TEST(CommandLine, HelpListsEveryFlag) {
   CommandLine cl = parse({"--help"});
   ASSERT_EQ(cl.exit_code, 0);

@@ -1,0 +1,313 @@
+#include "kv/redis_store.h"
+
+#include <iostream>
+
+#include "kv/redis_key_slot.h"
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int kMaxRedirects = 5;
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" -> the endpoint.
+bool redirect_target(const std::string& error, RedisEndpoint* target) {
+  const size_t space = error.rfind(' ');
+  const size_t colon = error.rfind(':');
+  if (space == std::string::npos || colon == std::string::npos || colon < space) return false;
+  target->host = error.substr(space + 1, colon - space - 1);
+  try {
+    target->port = std::stoi(error.substr(colon + 1));
+  } catch (const std::exception&) {
+    return false;
+  }
+  return !target->host.empty();
+}
+
+}  // namespace
+
+const char* to_string(RedisStatus status) {
+  switch (status) {
+    case RedisStatus::kOk:
+      return "ok";
+    case RedisStatus::kNotFound:
+      return "not found";
+    case RedisStatus::kServerError:
+      return "server error";
+    case RedisStatus::kUnavailable:
+      return "unavailable";
+  }
+  return "unknown";
+}
+
+RedisStore::RedisStore(RedisStoreOptions options) : options_(std::move(options)) {
+  if (options_.address.nodes.empty()) fail("redis: no node to connect to");
+  if (options_.ttl_seconds < 1) fail("redis: ttl_seconds must be >= 1");
+  nodes_ = options_.address.nodes;
+  connections_.resize(nodes_.size());
+  thread_ = std::thread([this] { run(); });
+}
+
+RedisStore::~RedisStore() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+RedisTicket RedisStore::submit(RedisOp op, std::string key, std::string value) {
+  RedisTicket ticket;
+  {
+    std::lock_guard lock(mutex_);
+    ticket = next_ticket_++;
+    queue_.push_back({ticket, op, std::move(key), std::move(value), Clock::now()});
+    ++in_flight_;
+  }
+  work_.notify_one();
+  return ticket;
+}
+
+std::vector<RedisCompletion> RedisStore::poll(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  if (done_.empty() && in_flight_ > 0 && timeout.count() > 0) {
+    completed_.wait_for(lock, timeout, [this] { return !done_.empty() || in_flight_ == 0; });
+  }
+  std::vector<RedisCompletion> out;
+  out.swap(done_);
+  return out;
+}
+
+size_t RedisStore::in_flight() const {
+  std::lock_guard lock(mutex_);
+  return in_flight_;
+}
+
+RedisStoreStats RedisStore::stats() const {
+  std::lock_guard lock(mutex_);
+  RedisStoreStats s = stats_;
+  if (read_latency_.count()) {
+    s.read_p50_s = static_cast<double>(read_latency_.quantile(0.5)) / 1e9;
+    s.read_p99_s = static_cast<double>(read_latency_.quantile(0.99)) / 1e9;
+  }
+  return s;
+}
+
+void RedisStore::run() {
+  for (;;) {
+    std::vector<Request> batch;
+    {
+      std::unique_lock lock(mutex_);
+      work_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, nothing left
+      batch.swap(queue_);
+    }
+    std::vector<RedisCompletion> done(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      done[i].ticket = batch[i].ticket;
+      done[i].op = batch[i].op;
+      done[i].key = batch[i].key;
+    }
+    bool reached = false;
+    if (Clock::now() >= retry_after_) {
+      try {
+        execute(batch, done);
+        reached = true;
+      } catch (const RedisUnavailable& e) {
+        fail_round(e.what());
+      }
+    }
+    const Clock::time_point now = Clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      stats_.up = reached;
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const RedisCompletion& d = done[i];
+        ++stats_.requests;
+        if (d.status == RedisStatus::kServerError || d.status == RedisStatus::kUnavailable) {
+          ++stats_.errors;
+        }
+        if (d.op == RedisOp::kGet) {
+          if (d.status == RedisStatus::kOk) ++stats_.hits;
+          if (d.status == RedisStatus::kNotFound) ++stats_.misses;
+          stats_.bytes_in += d.value.size();
+          if (d.status == RedisStatus::kOk || d.status == RedisStatus::kNotFound) {
+            read_latency_.record(static_cast<uint64_t>(
+                std::chrono::duration_cast<std::chrono::nanoseconds>(now - batch[i].submitted)
+                    .count()));
+          }
+        }
+        if (d.op == RedisOp::kSet && d.status == RedisStatus::kOk) {
+          stats_.bytes_out += batch[i].value.size();
+        }
+        done_.push_back(std::move(done[i]));
+      }
+      in_flight_ -= batch.size();
+    }
+    completed_.notify_all();
+  }
+}
+
+std::vector<std::string> RedisStore::command(const Request& r) const {
+  const std::string ttl = std::to_string(options_.ttl_seconds);
+  switch (r.op) {
+    case RedisOp::kGet:
+      return {"GET", r.key};
+    case RedisOp::kSet:
+      return {"SET", r.key, r.value, "EX", ttl};
+    case RedisOp::kExists:
+      return {"EXISTS", r.key};
+    case RedisOp::kExpire:
+      return {"EXPIRE", r.key, ttl};
+  }
+  return {};
+}
+
+void RedisStore::execute(std::vector<Request>& batch, std::vector<RedisCompletion>& done) {
+  if (options_.address.cluster() && slot_owner_.empty()) connect_cluster();
+  // One pipeline per node, in submission order within it.
+  std::vector<std::vector<size_t>> by_node(nodes_.size());
+  for (size_t i = 0; i < batch.size(); ++i) by_node[node_for(batch[i].key)].push_back(i);
+  for (size_t node = 0; node < by_node.size(); ++node) {
+    if (by_node[node].empty()) continue;
+    std::vector<std::vector<std::string>> commands;
+    for (size_t i : by_node[node]) commands.push_back(command(batch[i]));
+    std::vector<RedisReply> replies = connection(node).pipeline(commands);
+    for (size_t j = 0; j < replies.size(); ++j) {
+      const size_t i = by_node[node][j];
+      settle(batch[i], std::move(replies[j]), done[i]);
+    }
+  }
+}
+
+void RedisStore::settle(const Request& r, RedisReply reply, RedisCompletion& done) {
+  for (int hop = 0; reply.type == RedisReply::Type::kError && hop < kMaxRedirects; ++hop) {
+    const bool moved = starts_with(reply.str, "MOVED ");
+    const bool ask = starts_with(reply.str, "ASK ");
+    RedisEndpoint target;
+    if (!(moved || ask) || !redirect_target(reply.str, &target)) break;
+    {
+      std::lock_guard lock(mutex_);
+      ++stats_.redirects;
+    }
+    const size_t node = node_index(target);
+    if (moved && !slot_owner_.empty()) {
+      slot_owner_[static_cast<size_t>(redis_key_slot(r.key))] = static_cast<int>(node);
+    }
+    std::vector<std::vector<std::string>> commands;
+    if (ask) commands.push_back({"ASKING"});
+    commands.push_back(command(r));
+    reply = std::move(connection(node).pipeline(commands).back());
+  }
+  switch (reply.type) {
+    case RedisReply::Type::kString:
+      done.status = RedisStatus::kOk;
+      done.value = std::move(reply.str);
+      break;
+    case RedisReply::Type::kStatus:
+      done.status = RedisStatus::kOk;
+      break;
+    case RedisReply::Type::kInteger:
+      done.status = reply.integer > 0 ? RedisStatus::kOk : RedisStatus::kNotFound;
+      break;
+    case RedisReply::Type::kNil:
+      done.status = RedisStatus::kNotFound;
+      break;
+    default:
+      done.status = RedisStatus::kServerError;
+      warn(concat("redis: ", reply.type == RedisReply::Type::kError ? reply.str : "bad reply", " (",
+                  r.key, ")"));
+  }
+}
+
+void RedisStore::connect_cluster() {
+  // Any seed that answers gives the whole map.
+  std::string last_error = "no seed node";
+  for (size_t seed = 0; seed < options_.address.nodes.size(); ++seed) {
+    RedisReply slots;
+    try {
+      slots = connection(node_index(options_.address.nodes[seed])).command({"CLUSTER", "SLOTS"});
+    } catch (const RedisUnavailable& e) {
+      last_error = e.what();
+      continue;
+    }
+    if (slots.type != RedisReply::Type::kArray || slots.elements.empty()) {
+      last_error = concat("redis ", to_string(options_.address.nodes[seed]),
+                          ": CLUSTER SLOTS gave no slot map (", slots.str, ")");
+      continue;
+    }
+    std::vector<int> owner(kRedisClusterSlots, static_cast<int>(node_index(nodes_.front())));
+    for (const RedisReply& range : slots.elements) {
+      if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
+      RedisEndpoint master;
+      master.host = range.elements[2].elements[0].str;
+      if (master.host.empty() || master.host == "?")
+        master.host = options_.address.nodes[seed].host;
+      master.port = static_cast<int>(range.elements[2].elements[1].integer);
+      const int node = static_cast<int>(node_index(master));
+      for (int64_t s = range.elements[0].integer; s <= range.elements[1].integer; ++s) {
+        if (s >= 0 && s < kRedisClusterSlots) owner[static_cast<size_t>(s)] = node;
+      }
+    }
+    slot_owner_ = std::move(owner);
+    return;
+  }
+  throw RedisUnavailable(last_error);
+}
+
+size_t RedisStore::node_index(const RedisEndpoint& endpoint) {
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i] == endpoint) return i;
+  }
+  nodes_.push_back(endpoint);
+  connections_.emplace_back();
+  return nodes_.size() - 1;
+}
+
+size_t RedisStore::node_for(const std::string& key) const {
+  if (slot_owner_.empty()) return 0;
+  return static_cast<size_t>(slot_owner_[static_cast<size_t>(redis_key_slot(key))]);
+}
+
+RedisConnection& RedisStore::connection(size_t node) {
+  if (!connections_[node]) {
+    connections_[node] =
+        std::make_unique<RedisConnection>(nodes_[node], options_.credentials, options_.address.db,
+                                          options_.connect_timeout, options_.command_timeout);
+    std::lock_guard lock(mutex_);
+    ++stats_.connects;
+  }
+  return *connections_[node];
+}
+
+void RedisStore::fail_round(const std::string& why) {
+  // Every connection goes (a timed-out one may hold half a reply), and the slot map with them:
+  // the cluster may have changed by the time it is back.
+  for (auto& c : connections_) c.reset();
+  slot_owner_.clear();
+  retry_after_ = Clock::now() + options_.retry_interval;
+  warn(concat(why, "; the shared KV tier is skipped (recomputing) for ",
+              options_.retry_interval.count(), " ms"));
+}
+
+void RedisStore::warn(const std::string& message) {
+  const Clock::time_point now = Clock::now();
+  if (now - last_warning_ < std::chrono::seconds(10)) {
+    ++warnings_suppressed_;
+    return;
+  }
+  std::cerr << "warning: " << message;
+  if (warnings_suppressed_) std::cerr << " (" << warnings_suppressed_ << " similar suppressed)";
+  std::cerr << "\n";
+  warnings_suppressed_ = 0;
+  last_warning_ = now;
+}
+
+}  // namespace k25

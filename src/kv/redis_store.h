@@ -1,0 +1,131 @@
+// The shared KV tier's client (docs/kv-cache.md "Shared tier on Redis"): GET/SET/EXISTS/EXPIRE
+// submitted by the engine thread, which never waits on a socket. One I/O thread of our own takes
+// everything submitted since its last round and sends it as one pipeline per Redis node with
+// hiredis's synchronous API; the engine collects completions with poll().
+//
+// Why an I/O thread and not hiredis's async API: the async API needs an event-loop library
+// (libevent, libev, ...) through an adapter, and the engine has no event loop; a thread that
+// blocks on a socket with bounded timeouts gives the same pipelining (one round trip per batch),
+// and the engine thread only touches a mutex-guarded queue.
+//
+// Redis Cluster (more than one node in the URL): CLUSTER SLOTS gives the slot -> node map at
+// connect; each command goes to its key's slot owner (redis_key_slot); a MOVED reply updates the
+// map and the command is resent there, an ASK reply resends it once with ASKING before it.
+//
+// Failures never throw: a node that is down, slow (command timeout), full (an OOM error reply) or
+// refusing completes the requests with kUnavailable / kServerError, counted in errors, with a
+// warning at most every 10 s. After a connection failure the store fails fast (no socket wait)
+// for retry_interval before it tries to connect again, so a dead Redis costs the engine nothing.
+//
+// Thread-safety: submit(), poll() and stats() may be called from any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kv/redis_connection.h"
+#include "kv/redis_url.h"
+#include "util/latency_histogram.h"
+
+namespace k25 {
+
+using RedisTicket = uint64_t;
+
+struct RedisStoreOptions {
+  RedisAddress address;
+  RedisCredentials credentials;
+  std::chrono::milliseconds connect_timeout{200};
+  std::chrono::milliseconds command_timeout{200};  // per socket wait of a pipeline
+  std::chrono::milliseconds retry_interval{1000};  // fail fast this long after a failure
+  int ttl_seconds = 3600;                          // SET ... EX and EXPIRE
+};
+
+enum class RedisOp : uint8_t { kGet, kSet, kExists, kExpire };
+enum class RedisStatus : uint8_t {
+  kOk,
+  kNotFound,     // GET: nil; EXISTS / EXPIRE: 0
+  kServerError,  // an error reply (OOM when full, CLUSTERDOWN, too many redirects, ...)
+  kUnavailable,  // no connection, a timeout, or failing fast after one
+};
+const char* to_string(RedisStatus status);
+
+struct RedisCompletion {
+  RedisTicket ticket = 0;
+  RedisOp op = RedisOp::kGet;
+  std::string key;
+  RedisStatus status = RedisStatus::kUnavailable;
+  std::string value;  // GET's value
+};
+
+struct RedisStoreStats {
+  uint64_t requests = 0;
+  uint64_t hits = 0, misses = 0;          // GETs that found a value / found none
+  uint64_t bytes_in = 0, bytes_out = 0;   // values read / written
+  uint64_t errors = 0;                    // kServerError + kUnavailable completions
+  uint64_t redirects = 0;                 // MOVED / ASK followed
+  uint64_t connects = 0;                  // connections opened
+  double read_p50_s = 0, read_p99_s = 0;  // GET: submission to completion
+  bool up = false;                        // the last round reached Redis
+};
+
+class RedisStore {
+ public:
+  explicit RedisStore(RedisStoreOptions options);  // starts the I/O thread; connects lazily
+  ~RedisStore();  // lets the submitted requests finish (bounded by the timeouts)
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  RedisTicket submit(RedisOp op, std::string key, std::string value = {});
+  // Completions so far; when none is ready but requests are in flight, waits up to `timeout`.
+  std::vector<RedisCompletion> poll(std::chrono::milliseconds timeout = {});
+  size_t in_flight() const;
+  RedisStoreStats stats() const;
+  const RedisStoreOptions& options() const { return options_; }
+
+ private:
+  struct Request {
+    RedisTicket ticket;
+    RedisOp op;
+    std::string key, value;
+    std::chrono::steady_clock::time_point submitted;
+  };
+  void run();
+  void execute(std::vector<Request>& batch, std::vector<RedisCompletion>& done);
+  void connect_cluster();
+  RedisConnection& connection(size_t node);
+  size_t node_for(const std::string& key) const;
+  size_t node_index(const RedisEndpoint& endpoint);
+  std::vector<std::string> command(const Request& r) const;
+  // Applies `reply` to `done`; a MOVED / ASK reply is followed (resent) first.
+  void settle(const Request& r, RedisReply reply, RedisCompletion& done);
+  void fail_round(const std::string& why);
+  void warn(const std::string& message);
+
+  RedisStoreOptions options_;
+  // I/O thread only.
+  std::vector<RedisEndpoint> nodes_;
+  std::vector<std::unique_ptr<RedisConnection>> connections_;  // by node, null until needed
+  std::vector<int> slot_owner_;                                // cluster: node by slot
+  std::chrono::steady_clock::time_point retry_after_{};
+  std::chrono::steady_clock::time_point last_warning_{};
+  uint64_t warnings_suppressed_ = 0;
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_, completed_;
+  bool stop_ = false;
+  RedisTicket next_ticket_ = 1;
+  std::vector<Request> queue_;
+  std::vector<RedisCompletion> done_;
+  size_t in_flight_ = 0;
+  RedisStoreStats stats_;
+  LatencyHistogram read_latency_;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace k25
