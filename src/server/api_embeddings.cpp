@@ -115,7 +115,7 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
               std::lock_guard lock(results->mutex);
               results->finished[i] = e;
             }
-            channel->push(e);
+            channel->push(static_cast<int>(i), e);
           });
       if (r.status == SubmitStatus::Accepted) {
         ids.push_back(r.id);
@@ -133,7 +133,7 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
         throw_bad_request(concat("input[", i, "]: ", r.message), "input");
       throw ApiException(submit_error(r, config_.retry_after_s));
     }
-    std::optional<GenerationEvent> event =
+    std::optional<ChoiceEvent> next =
         co_await channel->next(waiting_for_release ? kReleaseWait : kClientCheckInterval);
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_client_check &&
@@ -142,7 +142,8 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
       ex.close_after();
       co_return;  // nobody to answer
     }
-    if (!event) continue;
+    if (!next) continue;
+    const GenerationEvent* event = &next->event;
     ++n_finished;
     if (event->finish_reason != FinishReason::Stop) {
       cancel_rest();
