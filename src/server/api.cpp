@@ -118,18 +118,7 @@ void Api::set_engine(Engine* engine) {
   defaults_.sampling.repeat_penalty = static_cast<float>(config_.repeat_penalty);
   defaults_.context_size = engine->context_size();
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
-  const Vocab& vocab = model.tokenizer().vocab();
-  chat_template_ = detect_chat_template(vocab.chat_template);
-  // A turn-end marker that is one token of the vocabulary stops by id (control tokens are
-  // not rendered into the text); otherwise it is a stop string.
-  for (const std::string& marker : chat_end_markers(chat_template_)) {
-    auto it = std::find(vocab.tokens.begin(), vocab.tokens.end(), marker);
-    if (it != vocab.tokens.end()) {
-      chat_stop_tokens_.push_back(static_cast<TokenId>(it - vocab.tokens.begin()));
-    } else {
-      chat_stop_strings_.push_back(marker);
-    }
-  }
+  chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer());
   engine_.store(engine);
 }
 
@@ -265,7 +254,7 @@ net::awaitable<void> Api::models(HttpExchange& ex) {
                   {"n_ctx_train", c.context_length},
                   {"n_embd", c.dim},
                   {"n_layer", c.n_layers},
-                  {"chat_template", chat_template_name(chat_template_)}}}};
+                  {"chat_template", chat_template_->kind()}}}};
   json body = {{"object", "list"}, {"data", json::array({model})}};
   co_await ex.send(200, "application/json", json_text(body));
 }

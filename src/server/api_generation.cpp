@@ -119,10 +119,12 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       request.prompt.push_back(static_cast<TokenId>(id));
     }
   } else if (flavor == ApiFlavor::Chat) {
-    chat_text = render_chat(chat_template_, parsed.messages);
-    request.prompt = tokenizer.encode(chat_text, true, true);
-    request.stop_tokens = chat_stop_tokens_;
-    request.stop = chat_stop_strings_;
+    ChatPrompt chat =
+        chat_template_->render(parsed.messages, parsed.tools, parsed.chat_template_kwargs);
+    chat_text = std::move(chat.text);
+    request.prompt = std::move(chat.tokens);
+    request.stop_tokens = chat_template_->stop_tokens();
+    request.stop = chat_template_->stop_strings();
   } else {
     request.prompt = tokenizer.encode(parsed.prompt, true, true);
   }

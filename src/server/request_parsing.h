@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "model/sampler.h"
-#include "server/chat_template.h"
 
 namespace k25 {
 
@@ -28,7 +27,11 @@ struct ParsedRequest {
   ApiFlavor flavor = ApiFlavor::Generate;
   std::string prompt;                              // text prompt (Generate, Completions)
   std::optional<std::vector<int64_t>> prompt_ids;  // Completions: prompt given as token ids
-  std::vector<ChatMessage> messages;               // Chat
+  // Chat: the request's messages and tools as sent (object key order kept: the template's tojson
+  // shows it), tools null when absent, and chat_template_kwargs (extra template variables).
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   std::string model;
   int max_tokens = 0;
   SamplingParams sampling;

@@ -27,7 +27,10 @@ namespace {
 std::string full_message(ErrorKind kind, const std::string& message, int line) {
   std::string out = concat("template ", error_kind_name(kind));
   if (line > 0) out += concat(" at line ", line);
-  return out + ": " + message;
+  out += ": ";
+  // One line: a raised message may span several.
+  for (char c : message) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return out;
 }
 
 }  // namespace

@@ -12,8 +12,8 @@ namespace k25::jinja {
 namespace {
 
 void append_hex4(std::string& out, uint32_t u) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "\\u%04x", u);
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "\\u%04x", u & 0xFFFF);
   out += buf;
 }
 
