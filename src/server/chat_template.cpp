@@ -25,7 +25,7 @@ constexpr const char* kPlainFallback =
     "{% for m in messages %}{{ m.role }}: "
     "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% "
     "endfor %}"
-    "{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+    "{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 std::string token_text(const Tokenizer& t, TokenId id) {
   return id >= 0 && id < t.n_vocab() ? t.vocab().tokens[static_cast<size_t>(id)] : std::string();
