@@ -15,6 +15,7 @@
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/perplexity.h"
+#include "tokenizer/chat_prompt.h"
 #include "util/error.h"
 
 namespace {
@@ -241,6 +242,52 @@ int run_batched_bench(const std::string& model_path, int n_prompt, int n_generat
   return 0;
 }
 
+struct RenderTemplateArgs {
+  std::string template_file, conversation_file, bos_token, eos_token;
+  bool add_generation_prompt = false;
+  std::vector<std::string> vars;  // NAME=JSON
+};
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) k25::fail("cannot read ", path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Renders a chat template as transformers' apply_chat_template does; prints the text exactly.
+int run_render_template(const RenderTemplateArgs& a) {
+  using ojson = nlohmann::ordered_json;
+  ojson conversation;
+  try {
+    conversation = ojson::parse(read_text_file(a.conversation_file));
+  } catch (const ojson::exception& e) {
+    k25::fail(a.conversation_file, ": not JSON: ", e.what());
+  }
+  if (!conversation.is_object() || !conversation.contains("messages") ||
+      !conversation["messages"].is_array()) {
+    k25::fail(a.conversation_file, ": expected an object with a \"messages\" array");
+  }
+  k25::ChatPromptInput input;
+  input.messages = conversation["messages"];
+  input.tools = conversation.value("tools", ojson());
+  input.add_generation_prompt = a.add_generation_prompt;
+  for (const std::string& var : a.vars) {
+    const size_t eq = var.find('=');
+    if (eq == std::string::npos || eq == 0) k25::fail("--var expects NAME=JSON, got '", var, "'");
+    try {
+      input.extra_vars[var.substr(0, eq)] = ojson::parse(var.substr(eq + 1));
+    } catch (const ojson::exception&) {
+      k25::fail("--var ", var.substr(0, eq), ": the value is not JSON");
+    }
+  }
+  const k25::ChatPromptTemplate tmpl(read_text_file(a.template_file), a.bos_token, a.eos_token);
+  const std::string text = tmpl.render(input).text;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   CLI::App app{"k25-run: run a model from the command line"};
   app.require_subcommand(1);
@@ -323,8 +370,21 @@ int main(int argc, char** argv) {
   bb->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
   bb->add_flag("--json", bench_json, "print one JSON array");
 
+  RenderTemplateArgs rt;
+  auto* rtc = app.add_subcommand("render-template",
+                                 "render a chat template for a conversation (apply_chat_template)");
+  rtc->add_option("--template", rt.template_file, "Jinja chat template file")->required();
+  rtc->add_option("--conversation", rt.conversation_file,
+                  "JSON object with \"messages\" and optionally \"tools\"")
+      ->required();
+  rtc->add_flag("--add-generation-prompt", rt.add_generation_prompt);
+  rtc->add_option("--bos-token", rt.bos_token, "the bos_token variable")->capture_default_str();
+  rtc->add_option("--eos-token", rt.eos_token, "the eos_token variable")->capture_default_str();
+  rtc->add_option("--var", rt.vars, "extra variable NAME=JSON (repeatable)");
+
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*rtc) return run_render_template(rt);
     if (*gen) {
       if (g.prompt.empty() && g.prompt_file.empty() && g.n_prompt <= 0) {
         k25::fail("generate needs -p PROMPT, -f FILE or --n-prompt N");

@@ -59,11 +59,22 @@ struct Tokenizer::Impl {
   std::unordered_set<TokenId> end_of_generation;
 
   // The longest special token at text[pos], if any.
-  const Special* special_at(std::string_view text, size_t pos, bool parse_special) const {
+  // `plain`: the sorted byte ranges where only always-split tokens may match (nullptr: none).
+  const Special* special_at(std::string_view text, size_t pos, bool parse_special,
+                            const std::vector<std::pair<size_t, size_t>>* plain) const {
     for (const Special& s : specials[static_cast<uint8_t>(text[pos])]) {
-      if ((parse_special || s.always) && text.compare(pos, s.text.size(), s.text) == 0) return &s;
+      if (!(parse_special || s.always) || text.compare(pos, s.text.size(), s.text) != 0) continue;
+      if (!s.always && plain && overlaps(*plain, pos, pos + s.text.size())) continue;
+      return &s;
     }
     return nullptr;
+  }
+
+  static bool overlaps(const std::vector<std::pair<size_t, size_t>>& ranges, size_t begin,
+                       size_t end) {
+    auto it = std::upper_bound(ranges.begin(), ranges.end(), begin,
+                               [](size_t b, const auto& r) { return b < r.second; });
+    return it != ranges.end() && it->first < end;
   }
 };
 
@@ -176,6 +187,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
+  return encode_impl(text, add_special, parse_special, nullptr);
+}
+
+std::vector<TokenId> Tokenizer::encode_with_plain_ranges(
+    std::string_view text, bool add_special,
+    const std::vector<std::pair<size_t, size_t>>& plain_ranges) const {
+  return encode_impl(text, add_special, true, &plain_ranges);
+}
+
+std::vector<TokenId> Tokenizer::encode_impl(
+    std::string_view text, bool add_special, bool parse_special,
+    const std::vector<std::pair<size_t, size_t>>* plain_ranges) const {
   const Impl& impl = *impl_;
   std::vector<TokenId> out;
   out.reserve(text.size() / 3 + 2);
@@ -204,7 +227,7 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special,
   };
   size_t plain_start = 0;
   for (size_t pos = 0; pos < text.size();) {
-    const Impl::Special* s = impl.special_at(text, pos, parse_special);
+    const Impl::Special* s = impl.special_at(text, pos, parse_special, plain_ranges);
     if (!s) {
       ++pos;
       continue;

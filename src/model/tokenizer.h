@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace k25 {
@@ -51,6 +52,12 @@ class Tokenizer {
   // the special token rather than plain text (user-defined tokens are matched either way, as in
   // llama.cpp). Text is used as given: no Unicode normalisation (NFC input is assumed).
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
+  // Rendered chat templates: special tokens are parsed, except in the byte ranges [begin, end)
+  // of `plain_ranges` (text from the messages, sorted): a user typing "<|im_start|>" gets
+  // ordinary tokens, while the template's own "<|im_start|>" is the special token.
+  std::vector<TokenId> encode_with_plain_ranges(
+      std::string_view text, bool add_special,
+      const std::vector<std::pair<size_t, size_t>>& plain_ranges) const;
   // The raw bytes of one token (byte tokens give their byte, "▁" becomes a space, control tokens
   // give their text when render_special, else nothing).
   std::string token_to_piece(TokenId id, bool render_special = true) const;
@@ -65,6 +72,9 @@ class Tokenizer {
   bool is_end_of_generation(TokenId id) const;
 
  private:
+  std::vector<TokenId> encode_impl(
+      std::string_view text, bool add_special, bool parse_special,
+      const std::vector<std::pair<size_t, size_t>>* plain_ranges) const;
   struct Impl;
   Vocab vocab_;
   std::unique_ptr<Impl> impl_;

@@ -41,9 +41,18 @@ std::string text_of(const json& content, const std::string& where) {
   return text;
 }
 
+// One message in the shape the chat template reads (role, then string content).
+nlohmann::ordered_json chat_message(const std::string& role, std::string content) {
+  nlohmann::ordered_json m = nlohmann::ordered_json::object();
+  m["role"] = role;
+  m["content"] = std::move(content);
+  return m;
+}
+
 void get_conversation(const json& body, ParsedRequest& out) {
+  out.messages = nlohmann::ordered_json::array();
   if (const json* system = field(body, "system")) {
-    out.messages.push_back({"system", text_of(*system, "system")});
+    out.messages.push_back(chat_message("system", text_of(*system, "system")));
   }
   const json* v = field(body, "messages");
   if (!v) throw_bad_request("messages: Field required", "messages", "missing_field");
@@ -65,12 +74,13 @@ void get_conversation(const json& body, ParsedRequest& out) {
     if (!content) {
       throw_bad_request(concat(where, ".content: Field required"), "messages", "missing_field");
     }
-    out.messages.push_back({role->get<std::string>(), text_of(*content, where + ".content")});
+    out.messages.push_back(
+        chat_message(role->get<std::string>(), text_of(*content, where + ".content")));
   }
   // A last assistant message is the start of the answer (prefill).
-  if (out.messages.back().role == "assistant") {
-    out.assistant_prefill = std::move(out.messages.back().content);
-    out.messages.pop_back();
+  if (out.messages.back()["role"] == "assistant") {
+    out.assistant_prefill = out.messages.back()["content"].get<std::string>();
+    out.messages.erase(out.messages.end() - 1);
   }
   if (const json* tools = field(body, "tools"); tools && !(tools->is_array() && tools->empty())) {
     throw_bad_request("tools: tool use is not supported on /v1/messages (use /v1/chat/completions)",

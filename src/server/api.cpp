@@ -161,18 +161,8 @@ void Api::set_engine(Engine* engine) {
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
   defaults_.n_vocab = model.config().n_vocab;
   const Vocab& vocab = model.tokenizer().vocab();
-  chat_template_ = detect_chat_template(vocab.chat_template);
+  chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer());
   tool_call_format_ = detect_tool_call_format(vocab.chat_template);
-  // A turn-end marker that is one token of the vocabulary stops by id (control tokens are
-  // not rendered into the text); otherwise it is a stop string.
-  for (const std::string& marker : chat_end_markers(chat_template_)) {
-    auto it = std::find(vocab.tokens.begin(), vocab.tokens.end(), marker);
-    if (it != vocab.tokens.end()) {
-      chat_stop_tokens_.push_back(static_cast<TokenId>(it - vocab.tokens.begin()));
-    } else {
-      chat_stop_strings_.push_back(marker);
-    }
-  }
   engine_.store(engine);
 }
 
@@ -327,7 +317,7 @@ json Api::model_entry(const Engine& engine) const {
             {"n_ctx_train", c.context_length},
             {"n_embd", c.dim},
             {"n_layer", c.n_layers},
-            {"chat_template", chat_template_name(chat_template_)},
+            {"chat_template", chat_template_->kind()},
             {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
 }
 
@@ -352,8 +342,17 @@ net::awaitable<void> Api::model_by_id(HttpExchange& ex, const std::string& id) {
 }
 
 std::vector<TokenId> Api::chat_prompt(const ParsedRequest& parsed, std::string& text) const {
-  text = render_chat(chat_template_, parsed.messages) + parsed.assistant_prefill;
-  return engine_.load()->model().tokenizer().encode(text, true, true);
+  ChatPrompt chat =
+      chat_template_->render(parsed.messages, parsed.tool_specs, parsed.chat_template_kwargs);
+  text = std::move(chat.text);
+  if (!parsed.assistant_prefill.empty()) {
+    // Anthropic's prefill continues the assistant's turn; it is the client's text, so plain.
+    text += parsed.assistant_prefill;
+    const std::vector<TokenId> prefill =
+        engine_.load()->model().tokenizer().encode(parsed.assistant_prefill, false, false);
+    chat.tokens.insert(chat.tokens.end(), prefill.begin(), prefill.end());
+  }
+  return std::move(chat.tokens);
 }
 
 net::awaitable<void> Api::count_tokens(HttpExchange& ex) {

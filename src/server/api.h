@@ -88,10 +88,8 @@ class Api {
   std::unique_ptr<FlashPlanner> flash_;  // fingerprint and compute plan (R-FP, R-PR)
   std::string model_name_;
   RequestDefaults defaults_;
-  ChatTemplate chat_template_ = ChatTemplate::Plain;
+  std::unique_ptr<ChatTemplate> chat_template_;  // the model's template, parsed once
   ToolCallFormat tool_call_format_ = ToolCallFormat::Hermes;
-  std::vector<TokenId> chat_stop_tokens_;
-  std::vector<std::string> chat_stop_strings_;
 };
 
 }  // namespace k25

@@ -168,8 +168,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
   } else if (chat) {
     request.prompt = chat_prompt(parsed, chat_text);
-    request.stop_tokens = chat_stop_tokens_;
-    request.stop = chat_stop_strings_;
+    request.stop_tokens = chat_template_->stop_tokens();
+    request.stop = chat_template_->stop_strings();
   } else {
     request.prompt = tokenizer.encode(parsed.prompt, true, true);
   }

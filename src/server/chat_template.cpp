@@ -1,107 +1,99 @@
 #include "server/chat_template.h"
 
+#include <algorithm>
+#include <cstdio>
+
+#include "server/api_error.h"
+#include "tokenizer/jinja_error.h"
+#include "util/error.h"
+
 namespace k25 {
-
-ChatTemplate detect_chat_template(std::string_view t) {
-  auto has = [&](std::string_view needle) { return t.find(needle) != std::string_view::npos; };
-  if (has("<|im_start|>")) return ChatTemplate::ChatMl;
-  if (has("<|start_header_id|>")) return ChatTemplate::Llama3;
-  if (has("<|user|>") && has("<|assistant|>")) return ChatTemplate::Zephyr;
-  if (has("[INST]")) return ChatTemplate::Llama2;
-  return ChatTemplate::Plain;
-}
-
-const char* chat_template_name(ChatTemplate kind) {
-  switch (kind) {
-    case ChatTemplate::ChatMl:
-      return "chatml";
-    case ChatTemplate::Llama3:
-      return "llama3";
-    case ChatTemplate::Llama2:
-      return "llama2";
-    case ChatTemplate::Zephyr:
-      return "zephyr";
-    case ChatTemplate::Plain:
-      return "plain";
-  }
-  return "plain";
-}
 
 namespace {
 
-// Roles other than system/assistant speak as the user in templates that know only three.
-std::string_view basic_role(const std::string& role) {
-  if (role == "system" || role == "assistant") return role;
-  return "user";
+using ojson = nlohmann::ordered_json;
+
+// Models without a template (stories260K): ChatML when the vocabulary has its tokens, else
+// "role: content" lines ending with "assistant:" (and "\nuser:" stops the answer).
+constexpr const char* kChatMlFallback =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% "
+    "endfor %}"
+    "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% "
+    "endif %}";
+constexpr const char* kPlainFallback =
+    "{% for m in messages %}{{ m.role }}: "
+    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% "
+    "endfor %}"
+    "{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+
+std::string token_text(const Tokenizer& t, TokenId id) {
+  return id >= 0 && id < t.n_vocab() ? t.vocab().tokens[static_cast<size_t>(id)] : std::string();
 }
 
-std::string render_llama2(const std::vector<ChatMessage>& messages) {
-  std::string out;
-  std::string system;
-  bool first_user = true;
-  for (const ChatMessage& m : messages) {
-    std::string_view role = basic_role(m.role);
-    if (role == "system") {
-      system += m.content;
-    } else if (role == "user") {
-      if (!first_user) out += "<s>";
-      out += "[INST] ";
-      if (!system.empty()) {
-        out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-        system.clear();
-      }
-      out += m.content + " [/INST]";
-      first_user = false;
-    } else {
-      out += " " + m.content + " </s>";
-    }
-  }
-  return out;
+TokenId find_token(const Vocab& v, const std::string& text) {
+  auto it = std::find(v.tokens.begin(), v.tokens.end(), text);
+  return it == v.tokens.end() ? -1 : static_cast<TokenId>(it - v.tokens.begin());
 }
 
 }  // namespace
 
-std::string render_chat(ChatTemplate kind, const std::vector<ChatMessage>& messages) {
-  std::string out;
-  switch (kind) {
-    case ChatTemplate::ChatMl:
-      for (const ChatMessage& m : messages) {
-        out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      }
-      return out + "<|im_start|>assistant\n";
-    case ChatTemplate::Llama3:
-      for (const ChatMessage& m : messages) {
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-      }
-      return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    case ChatTemplate::Llama2:
-      return render_llama2(messages);
-    case ChatTemplate::Zephyr:
-      for (const ChatMessage& m : messages) {
-        out += "<|" + std::string(basic_role(m.role)) + "|>\n" + m.content + "</s>\n";
-      }
-      return out + "<|assistant|>\n";
-    case ChatTemplate::Plain:
-      for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n";
-      return out + "assistant:";
+ChatTemplate::ChatTemplate(const Tokenizer& tokenizer, const std::string& source_override)
+    : tokenizer_(tokenizer) {
+  const Vocab& vocab = tokenizer.vocab();
+  std::string source = source_override.empty() ? vocab.chat_template : source_override;
+  kind_ = source_override.empty() ? "model" : "file";
+  if (source.empty()) {
+    const TokenId im_end = find_token(vocab, "<|im_end|>");
+    const bool chatml = im_end >= 0 && find_token(vocab, "<|im_start|>") >= 0;
+    source = chatml ? kChatMlFallback : kPlainFallback;
+    kind_ = chatml ? "fallback-chatml" : "fallback-plain";
+    add_bos_ = true;
+    if (chatml) {
+      stop_tokens_.push_back(im_end);
+    } else {
+      stop_strings_.push_back("\nuser:");
+    }
   }
-  return out;
+  try {
+    template_ = std::make_unique<ChatPromptTemplate>(source, token_text(tokenizer, vocab.bos),
+                                                     token_text(tokenizer, vocab.eos));
+  } catch (const jinja::TemplateError& e) {
+    parse_error_ = e.what();
+    kind_ = "unparsable";
+    std::fprintf(stderr,
+                 "warning: the chat template does not parse (%s); chat requests will fail\n",
+                 parse_error_.c_str());
+  }
 }
 
-std::vector<std::string> chat_end_markers(ChatTemplate kind) {
-  switch (kind) {
-    case ChatTemplate::ChatMl:
-      return {"<|im_end|>"};
-    case ChatTemplate::Llama3:
-      return {"<|eot_id|>"};
-    case ChatTemplate::Llama2:
-      return {"</s>"};
-    case ChatTemplate::Zephyr:
-      return {"</s>"};
-    case ChatTemplate::Plain:
-      return {"\nuser:"};
+ChatPrompt ChatTemplate::render(const ojson& messages, const ojson& tools,
+                                const ojson& extra_vars) const {
+  if (!template_) {
+    throw ApiException(ApiError{500, "the model's chat template does not parse: " + parse_error_,
+                                "server_error", "", "template_error"});
   }
-  return {};
+  ChatPromptInput input;
+  input.messages = messages;
+  input.tools = tools;
+  input.add_generation_prompt = true;
+  input.extra_vars = extra_vars;
+  RenderedPrompt rendered;
+  try {
+    rendered = template_->render(input);
+  } catch (const jinja::TemplateError& e) {
+    // raise_exception() text is the template's own message ("System role not supported").
+    const std::string message =
+        e.kind() == jinja::ErrorKind::Raised ? "chat template: " + e.message() : e.what();
+    throw_bad_request(message, "messages", "template_error");
+  }
+  std::vector<std::pair<size_t, size_t>> plain;
+  plain.reserve(rendered.data_ranges.size());
+  for (const jinja::ByteRange& r : rendered.data_ranges) plain.emplace_back(r.begin, r.end);
+  ChatPrompt out;
+  out.tokens = tokenizer_.encode_with_plain_ranges(rendered.text, add_bos_, plain);
+  out.text = std::move(rendered.text);
+  return out;
 }
 
 }  // namespace k25

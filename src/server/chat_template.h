@@ -1,36 +1,56 @@
-// Chat prompts: the template family is recognised from the model's tokenizer.chat_template text
-// (a Jinja program we do not execute) and rendered by our own code for that family.
+// The chat prompt of the served model: its own Jinja template (tokenizer.chat_template from GGUF
+// or tokenizer_config.json, or a file given to the server), parsed once at load and rendered per
+// request as transformers' apply_chat_template does. The one entry point for every chat route
+// (OpenAI chat, Anthropic messages): render(messages, tools) -> text and tokens.
 #pragma once
 
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
+
+#include "model/tokenizer.h"
+#include "tokenizer/chat_prompt.h"
 
 namespace k25 {
 
-struct ChatMessage {
-  std::string role;  // system, user, assistant (tool/developer are rendered like user)
-  std::string content;
+struct ChatPrompt {
+  std::string text;             // the rendered conversation (fingerprinted like a prompt)
+  std::vector<TokenId> tokens;  // special tokens only where the template wrote them
 };
 
-enum class ChatTemplate {
-  ChatMl,  // <|im_start|>role\ncontent<|im_end|>\n (Qwen, SmolLM, ...)
-  Llama3,  // <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|>
-  Llama2,  // [INST] <<SYS>>\nsystem\n<</SYS>>\n\nuser [/INST] assistant </s>
-  Zephyr,  // <|role|>\ncontent</s>\n (TinyLlama chat)
-  Plain,   // "role: content\n" lines, for models without a template (stories260K)
+class ChatTemplate {
+ public:
+  // `source_override`: a template text that replaces the model's (server option); empty: use the
+  // model's. A model without a template gets a fallback (see kind()). A template that does not
+  // parse is kept as its error: every chat request then fails with 500 naming it.
+  ChatTemplate(const Tokenizer& tokenizer, const std::string& source_override = {});
+
+  // messages: the request's array as sent (validated by parse_chat_messages); tools: the
+  // request's array or null. extra_vars: further template variables (chat_template_kwargs).
+  // Throws ApiException: 400 when the template rejects the conversation (raise_exception, a
+  // type error on this input), 500 when the template did not parse.
+  ChatPrompt render(
+      const nlohmann::ordered_json& messages, const nlohmann::ordered_json& tools,
+      const nlohmann::ordered_json& extra_vars = nlohmann::ordered_json::object()) const;
+
+  // "model", "file", "fallback-chatml", "fallback-plain", or "unparsable".
+  const std::string& kind() const { return kind_; }
+  // The template's parse error when kind() is "unparsable".
+  const std::string& parse_error() const { return parse_error_; }
+  // Stop conditions beside the vocabulary's end-of-generation tokens (fallbacks only).
+  const std::vector<TokenId>& stop_tokens() const { return stop_tokens_; }
+  const std::vector<std::string>& stop_strings() const { return stop_strings_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::unique_ptr<ChatPromptTemplate> template_;
+  std::string kind_;
+  std::string parse_error_;
+  bool add_bos_ = false;  // fallbacks: BOS as the vocabulary asks; real templates write their own
+  std::vector<TokenId> stop_tokens_;
+  std::vector<std::string> stop_strings_;
 };
-
-// Which family a tokenizer.chat_template belongs to; Plain when empty or unrecognised.
-ChatTemplate detect_chat_template(std::string_view template_text);
-const char* chat_template_name(ChatTemplate kind);
-
-// The prompt text for `messages`, ending with the assistant's turn opened. Special tokens appear
-// as text (tokenise with parse_special). No BOS: the tokenizer adds it when the vocabulary asks.
-std::string render_chat(ChatTemplate kind, const std::vector<ChatMessage>& messages);
-
-// Text that ends the assistant's turn in this family, beside the vocabulary's end tokens
-// (a special token, or for Plain the start of the next user line).
-std::vector<std::string> chat_end_markers(ChatTemplate kind);
 
 }  // namespace k25

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/chat_messages.h"
 #include "server/json_fields.h"
 #include "util/error.h"
 
@@ -144,39 +145,20 @@ void get_choices(const json& body, const RequestDefaults& d, ParsedRequest& out)
   }
 }
 
-std::string message_content(const json& message) {
-  const json* content = field(message, "content");
-  if (!content) return "";
-  if (content->is_string()) return content->get<std::string>();
-  if (!content->is_array()) wrong_type("messages", "objects whose content is a string or parts");
-  // Content parts: only text parts are understood.
-  std::string text;
-  for (const json& part : *content) {
-    if (!part.is_object() || get_string(part, "type", "") != "text") {
-      throw_bad_request("messages: only text content parts are supported", "messages",
-                        "unsupported_value");
-    }
-    text += get_string(part, "text", "");
+// The chat fields, re-read in their key order (json sorts object keys; templates print them).
+void get_chat_fields(std::string_view text, const json& body, ParsedRequest& out) {
+  if (!field(body, "messages"))
+    throw_bad_request("'messages' is required", "messages", "missing_field");
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+  out.messages = ordered["messages"];
+  validate_chat_messages(out.messages);
+  check_tool_messages(body["messages"]);
+  if (ordered.contains("tools")) out.tool_specs = ordered["tools"];
+  validate_chat_tools(out.tool_specs);
+  if (ordered.contains("chat_template_kwargs") && !ordered["chat_template_kwargs"].is_null()) {
+    out.chat_template_kwargs = ordered["chat_template_kwargs"];
+    if (!out.chat_template_kwargs.is_object()) wrong_type("chat_template_kwargs", "an object");
   }
-  return text;
-}
-
-std::vector<ChatMessage> get_messages(const json& body) {
-  const json* v = field(body, "messages");
-  if (!v) throw_bad_request("'messages' is required", "messages", "missing_field");
-  if (!v->is_array()) wrong_type("messages", "an array of messages");
-  if (v->empty()) throw_bad_request("'messages' must not be empty", "messages", "invalid_value");
-  std::vector<ChatMessage> messages;
-  for (const json& m : *v) {
-    if (!m.is_object()) wrong_type("messages", "an array of objects");
-    const json* role = field(m, "role");
-    if (!role || !role->is_string()) {
-      throw_bad_request("every message needs a string 'role'", "messages", "invalid_value");
-    }
-    messages.push_back({role->get<std::string>(), message_content(m)});
-  }
-  check_tool_messages(*v);
-  return messages;
 }
 
 void get_prompt(const json& body, ParsedRequest& out) {
@@ -227,7 +209,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
   ParsedRequest out;
   out.flavor = flavor;
   if (flavor == ApiFlavor::Chat) {
-    out.messages = get_messages(body);
+    get_chat_fields(text, body, out);
   } else {
     get_prompt(body, out);
   }

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "model/sampler.h"
-#include "server/chat_template.h"
 #include "server/tool_request.h"
 
 namespace k25 {
@@ -32,7 +31,12 @@ struct ParsedRequest {
   ApiFlavor flavor = ApiFlavor::Generate;
   std::string prompt;                              // text prompt (Generate, Completions)
   std::optional<std::vector<int64_t>> prompt_ids;  // Completions: prompt given as token ids
-  std::vector<ChatMessage> messages;               // Chat, Messages
+  // Chat: the request's messages and tools as sent (object key order kept: the template's tojson
+  // shows it), tool_specs null when absent, and chat_template_kwargs (extra template variables).
+  // Messages (Anthropic) converts its conversation to the same shape.
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tool_specs;
+  nlohmann::ordered_json chat_template_kwargs = nlohmann::ordered_json::object();
   // Messages: the text of a last assistant message, which the answer continues (Anthropic's
   // prefill); it follows the rendered conversation and is not repeated in the answer.
   std::string assistant_prefill;

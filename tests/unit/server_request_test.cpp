@@ -131,8 +131,10 @@ TEST(RequestBody, ChatMessagesLogprobsAndUsage) {
           "max_completion_tokens":5,"logprobs":true,"top_logprobs":3,
           "stream":true,"stream_options":{"include_usage":true}})",
                                        defaults());
+  // Messages pass through as sent (content parts included) for the template to format.
   ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages[1].content, "Hi!");
+  EXPECT_EQ(r.messages[1]["content"][1]["text"], "!");
+  EXPECT_TRUE(r.tools.is_null());
   EXPECT_EQ(r.max_tokens, 5);
   EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_TRUE(r.include_usage);
@@ -175,6 +177,17 @@ TEST(RequestBody, BadInputTable) {
       {ApiFlavor::Chat, R"({"messages": []})", "messages"},
       {ApiFlavor::Chat, R"({"messages": [{"content": "hi"}]})", "messages"},
       {ApiFlavor::Chat, R"({"messages": [{"role": "user", "content": 5}]})", "messages"},
+      {ApiFlavor::Chat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages"},
+      {ApiFlavor::Chat, R"({"messages": [{"role": "assistant", "tool_calls": {}}]})", "messages"},
+      {ApiFlavor::Chat, R"({"messages": [{"role": "tool", "tool_call_id": 7}]})", "messages"},
+      {ApiFlavor::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})",
+       "tools"},
+      {ApiFlavor::Chat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [1]})",
+       "tools"},
+      {ApiFlavor::Chat,
+       R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
+       "chat_template_kwargs"},
       {ApiFlavor::Chat, R"({"messages": [{"role":"user","content":"x"}], "n": 100})", "n"},
       {ApiFlavor::Chat, R"({"messages": [{"role":"user","content":"x"}], "top_logprobs": 2})",
        "top_logprobs"},
@@ -219,32 +232,6 @@ TEST(ApiErrorShape, IsOpenAiShaped) {
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
   EXPECT_EQ(body["error"]["param"], "prompt");
   EXPECT_TRUE(body["error"]["code"].is_null());
-}
-
-TEST(ChatTemplate, DetectsFamilies) {
-  EXPECT_EQ(detect_chat_template("{% for m in messages %}<|im_start|>{{m.role}}"),
-            ChatTemplate::ChatMl);
-  EXPECT_EQ(detect_chat_template("<|start_header_id|>' + message['role']"), ChatTemplate::Llama3);
-  EXPECT_EQ(detect_chat_template("{{ bos_token + '[INST] ' + content }}"), ChatTemplate::Llama2);
-  EXPECT_EQ(detect_chat_template("<|user|>\n{{ m }}</s><|assistant|>"), ChatTemplate::Zephyr);
-  EXPECT_EQ(detect_chat_template(""), ChatTemplate::Plain);
-}
-
-TEST(ChatTemplate, Renders) {
-  std::vector<ChatMessage> m = {{"system", "S"}, {"user", "U"}};
-  EXPECT_EQ(
-      render_chat(ChatTemplate::ChatMl, m),
-      "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n");
-  EXPECT_EQ(render_chat(ChatTemplate::Llama3, m),
-            "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|><|start_header_id|>user"
-            "<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-  EXPECT_EQ(render_chat(ChatTemplate::Llama2,
-                        {{"system", "S"}, {"user", "U"}, {"assistant", "A"}, {"user", "V"}}),
-            "[INST] <<SYS>>\nS\n<</SYS>>\n\nU [/INST] A </s><s>[INST] V [/INST]");
-  EXPECT_EQ(render_chat(ChatTemplate::Zephyr, m),
-            "<|system|>\nS</s>\n<|user|>\nU</s>\n<|assistant|>\n");
-  EXPECT_EQ(render_chat(ChatTemplate::Plain, m), "system: S\nuser: U\nassistant:");
-  EXPECT_EQ(chat_end_markers(ChatTemplate::Plain), (std::vector<std::string>{"\nuser:"}));
 }
 
 TEST(Auth, BearerComparison) {

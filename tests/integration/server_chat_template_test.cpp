@@ -1,0 +1,88 @@
+// The real k25-server with a model that has its own chat template (random-qwen3.gguf: Qwen2's
+// ChatML template and vocabulary): the template renders the request, and special-token text typed
+// by a user stays ordinary tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "server_process.h"
+
+namespace k25::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string qwen3_model() {
+  return std::string(K25_SHARED_DIR) + "/models/random-qwen3.gguf";
+}
+
+class ChatTemplateServer : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    raise_file_limit();
+    if (std::filesystem::exists(qwen3_model())) {
+      server_ = new ServerProcess({"--config", std::string(K25_SOURCE_DIR) + "/k25_config.yaml",
+                                   "--model", qwen3_model(), "--threads", "1"});
+    }
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override { ASSERT_NE(server_, nullptr) << qwen3_model() << " is missing"; }
+
+  json chat(const json& body, int expect_status = 200) {
+    HttpResult r = http_call(server_->port(), "POST", "/v1/chat/completions", body.dump());
+    EXPECT_EQ(r.status, expect_status) << r.body;
+    return json::parse(r.body);
+  }
+  int prompt_tokens(const std::string& content) {
+    json j = chat({{"messages", {{{"role", "user"}, {"content", content}}}},
+                   {"max_tokens", 1},
+                   {"temperature", 0}});
+    return j["usage"]["prompt_tokens"].get<int>();
+  }
+
+  static ServerProcess* server_;
+};
+ServerProcess* ChatTemplateServer::server_ = nullptr;
+
+TEST_F(ChatTemplateServer, UsesTheModelsTemplate) {
+  HttpResult models = http_call(server_->port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(json::parse(models.body)["data"][0]["meta"]["chat_template"], "model");
+}
+
+TEST_F(ChatTemplateServer, TypedSpecialTokenIsNotAControlToken) {
+  // "X" is one token. Parsed as a special token, "<|im_start|>" would be one as well; as text it
+  // is several ordinary tokens.
+  const int plain = prompt_tokens("X");
+  const int typed = prompt_tokens("<|im_start|>");
+  EXPECT_GE(typed - plain, 3) << "plain " << plain << ", typed " << typed;
+}
+
+TEST_F(ChatTemplateServer, ToolsAndToolMessagesRender) {
+  const json body = json::parse(R"({
+    "max_tokens": 1, "temperature": 0,
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}],
+    "messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "call1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call1", "content": "18 C"}]})");
+  // This model's template (Qwen2's first one) ignores tools; the request must still render.
+  EXPECT_GT(chat(body)["usage"]["prompt_tokens"].get<int>(), 10);
+}
+
+TEST_F(ChatTemplateServer, MalformedMessagesAre400) {
+  json e = chat({{"messages", {{{"role", "user"}, {"content", 5}}}}}, 400);
+  EXPECT_EQ(e["error"]["param"], "messages");
+  e = chat({{"messages", {{{"role", "assistant"}, {"tool_calls", "x"}}}}}, 400);
+  EXPECT_NE(e["error"]["message"].get<std::string>().find("tool_calls"), std::string::npos);
+  HttpResult health = http_call(server_->port(), "GET", "/health");
+  EXPECT_EQ(health.status, 200);
+}
+
+}  // namespace
+}  // namespace k25::testing
