@@ -42,10 +42,10 @@ TEST(AnthropicRequest, SystemBlocksMessagesAndFields) {
                                         defaults());
   EXPECT_EQ(r.flavor, ApiFlavor::Messages);
   ASSERT_EQ(r.messages.size(), 4u);
-  EXPECT_EQ(r.messages[0].role, "system");
-  EXPECT_EQ(r.messages[0].content, "Be brief.");
-  EXPECT_EQ(r.messages[2].role, "assistant");
-  EXPECT_EQ(r.messages[3].content, "ab");
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[0]["content"], "Be brief.");
+  EXPECT_EQ(r.messages[2]["role"], "assistant");
+  EXPECT_EQ(r.messages[3]["content"], "ab");
   EXPECT_TRUE(r.assistant_prefill.empty());
   EXPECT_EQ(r.model, "claude-x");
   EXPECT_EQ(r.max_tokens, 20);
@@ -64,7 +64,7 @@ TEST(AnthropicRequest, LastAssistantMessageIsThePrefill) {
           {"role": "assistant", "content": "Once upon"}]})",
       defaults());
   ASSERT_EQ(r.messages.size(), 2u);
-  EXPECT_EQ(r.messages.back().role, "user");
+  EXPECT_EQ(r.messages.back()["role"], "user");
   EXPECT_EQ(r.assistant_prefill, "Once upon");
 }
 

@@ -134,7 +134,7 @@ TEST(RequestBody, ChatMessagesLogprobsAndUsage) {
   // Messages pass through as sent (content parts included) for the template to format.
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1]["content"][1]["text"], "!");
-  EXPECT_TRUE(r.tools.is_null());
+  EXPECT_TRUE(r.tool_specs.is_null());
   EXPECT_EQ(r.max_tokens, 5);
   EXPECT_EQ(r.top_logprobs, 3);
   EXPECT_TRUE(r.include_usage);

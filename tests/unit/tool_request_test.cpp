@@ -143,8 +143,8 @@ const json kToolResult = json::parse(
 TEST(ToolRequest, ToolTurnsOfTheConversationAreAccepted) {
   ParsedRequest r = parse(conversation_with(kAssistantCall, kToolResult));
   ASSERT_EQ(r.messages.size(), 3u);
-  EXPECT_EQ(r.messages[2].role, "tool");
-  EXPECT_EQ(r.messages[2].content, "18C");
+  EXPECT_EQ(r.messages[2]["role"], "tool");
+  EXPECT_EQ(r.messages[2]["content"], "18C");
   // Arguments as an object (as Hugging Face conversations write them) are accepted too.
   json object_arguments = kAssistantCall;
   object_arguments["tool_calls"][0]["function"]["arguments"] = {{"city", "Paris"}};
