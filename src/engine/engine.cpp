@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "engine/step_cost.h"
+#include "model/grammar_sampling.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 
@@ -38,6 +39,7 @@ struct Engine::Sequence {
   GenerationRequest request;
   EventCallback on_event;
   Sampler sampler;
+  std::optional<GrammarMatcher> grammar;  // when the request has one
   StopMatcher stop_matcher;
   Utf8StreamDecoder utf8;
   std::vector<TokenId> tokens;  // prompt, then generated tokens
@@ -228,6 +230,15 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   std::unique_ptr<Sequence> seq;
   try {
     seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab);
+    if (seq->request.grammar) {
+      std::vector<TokenId> end_tokens = seq->request.stop_tokens;
+      if (!seq->request.ignore_eos) {
+        const auto& eog = grammar_vocabulary_.get(model_.tokenizer())->end_of_generation();
+        end_tokens.insert(end_tokens.end(), eog.begin(), eog.end());
+      }
+      seq->grammar.emplace(seq->request.grammar, grammar_vocabulary_.get(model_.tokenizer()),
+                           std::move(end_tokens));
+    }
   } catch (const Error& e) {
     return {SubmitStatus::Invalid, 0, e.what()};
   }
@@ -727,14 +738,18 @@ void Engine::on_logits(Sequence& seq, float* logits) {
   const Tokenizer& tokenizer = model_.tokenizer();
   const int n_vocab = model_.config().n_vocab;
   GenerationEvent event;
+  const auto sample = [&] {
+    return seq.grammar ? sample_constrained(seq.sampler, *seq.grammar, logits, n_vocab, seq.tokens)
+                       : seq.sampler.sample(logits, seq.tokens);
+  };
   if (seq.request.top_logprobs >= 0) {
     // The sampler rewrites logits in place; logprobs are of the raw distribution.
     std::vector<float> raw(logits, logits + n_vocab);
-    TokenId token = seq.sampler.sample(logits, seq.tokens);
+    TokenId token = sample();
     event.logprobs = compute_logprobs(raw.data(), n_vocab, token, seq.request.top_logprobs);
     event.token = token;
   } else {
-    event.token = seq.sampler.sample(logits, seq.tokens);
+    event.token = sample();
   }
   const Clock::time_point now = Clock::now();
   if (!seq.has_first_token) {
@@ -763,6 +778,10 @@ void Engine::on_logits(Sequence& seq, float* logits) {
     // The text before the stop string went out with this token; nothing is held back any more.
     seq.stop_string_matched = true;
     finish(seq, FinishReason::Stop);
+    return;
+  }
+  if (seq.grammar && seq.grammar->is_complete()) {
+    finish(seq, FinishReason::Stop);  // nothing may follow: the output is whole
     return;
   }
   if (seq.n_generated >= seq.request.max_tokens ||

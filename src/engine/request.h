@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/compute_plan.h"
+#include "model/grammar.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 
@@ -39,6 +40,9 @@ struct GenerationRequest {
   // R-KV4: the conversation this request continues ("" = none). Prefix reuse works by content
   // either way; a session's cached pages are kept in preference to others.
   std::string session_id;
+  // Constrained decoding: every token keeps the output a prefix of this grammar, end tokens come
+  // only where it may end, and the output ends (stop) once it is complete. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GenerationEvent {
