@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/grammar_request.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -245,6 +246,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
   }
   out.pruning_off = pruning == "off";
   out.ignore_eos = get_bool(body, "ignore_eos", false);
+  out.grammar = parse_grammar_fields(flavor, body, text);
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) wrong_type("stream_options", "an object");
     out.include_usage = get_bool(*options, "include_usage", false);
