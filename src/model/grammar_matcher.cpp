@@ -123,28 +123,22 @@ bool GrammarMatcher::allows(TokenId token) {
   if (is_end_token(token)) return can_end();
   if (token < 0 || token >= vocabulary_->n_vocab()) return false;
   const std::string& piece = vocabulary_->piece(token);
-  if (piece.empty()) return false;
-  std::vector<uint32_t> state;
-  return walk(piece, state);
+  return !piece.empty() && walk(piece, walk_result_);
 }
 
 void GrammarMatcher::accept(TokenId token) {
-  if (!allows(token)) fail("grammar: token ", token, " is not allowed here");
-  if (is_end_token(token)) {
+  if (!ended_ && is_end_token(token) && can_end()) {
     ended_ = true;
     heads_ = {kAccept};
     return;
   }
-  std::vector<uint32_t> state;
-  walk(vocabulary_->piece(token), state);
-  heads_.swap(state);
+  if (!allows(token) || is_end_token(token)) fail("grammar: token ", token, " is not allowed here");
+  heads_.swap(walk_result_);
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
-  if (ended_) return false;
-  std::vector<uint32_t> state;
-  if (!walk(bytes, state)) return false;
-  heads_.swap(state);
+  if (ended_ || !walk(bytes, walk_result_)) return false;
+  heads_.swap(walk_result_);
   return true;
 }
 

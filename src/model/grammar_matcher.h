@@ -73,7 +73,7 @@ class GrammarMatcher {
   std::vector<std::pair<uint32_t, uint32_t>> work_;
   std::unordered_set<uint64_t> visited_;
   std::vector<std::vector<uint32_t>> levels_;
-  std::vector<uint32_t> walk_a_, walk_b_;
+  std::vector<uint32_t> walk_a_, walk_b_, walk_result_;
   std::vector<float> scratch_logits_;
 };
 
