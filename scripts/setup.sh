@@ -12,16 +12,20 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3                                   # small helper scripts in tests and benchmarks
   haproxy                                   # deploy/haproxy.cfg, run by the OpsHaproxy test
+  chromium                                  # the chat page test (headless, via playwright-core)
 )
-NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/openai_client"
+NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 
-# The official openai npm client drives the server in one integration test (versions pinned by
-# its package-lock.json); Node.js comes from Debian when the machine has none.
-install_openai_client() {
-  command -v npm >/dev/null 2>&1 || return 0
-  [ -d "$NPM_CLIENT_DIR/node_modules/openai" ] && return 0
-  npm install --prefix "$NPM_CLIENT_DIR" --no-audit --no-fund --loglevel=error ||
-    echo "setup: npm install failed; the openai client test will be skipped" >&2
+# The real clients of the integration tests (openai, @anthropic-ai/sdk, the Vercel AI SDK,
+# playwright-core for the chat page in Chromium) are one npm project, installed exactly as its
+# package-lock.json says. Node.js comes from Debian when the machine has none (Node >= 20).
+install_npm_clients() {
+  # node_modules/.k25-lock is the lockfile the last `npm ci` installed: skip while it matches.
+  local stamp="$NPM_CLIENT_DIR/node_modules/.k25-lock"
+  cmp -s "$NPM_CLIENT_DIR/package-lock.json" "$stamp" 2>/dev/null && return 0
+  echo "setup: npm ci in $NPM_CLIENT_DIR"
+  npm ci --prefix "$NPM_CLIENT_DIR" --no-audit --no-fund --loglevel=error
+  cp "$NPM_CLIENT_DIR/package-lock.json" "$stamp"
 }
 command -v npm >/dev/null 2>&1 || PACKAGES+=(nodejs npm)
 missing=()
@@ -30,7 +34,7 @@ for p in "${PACKAGES[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present"
-  install_openai_client
+  install_npm_clients
   exit 0
 fi
 SUDO=""
@@ -38,4 +42,4 @@ SUDO=""
 echo "setup: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-install_openai_client
+install_npm_clients

@@ -1,5 +1,5 @@
-// k25-run: generate text, measure perplexity, dump logits, tokenize and measure batched decode
-// from the command line.
+// k25-run: generate text, measure perplexity, dump logits, tokenize, embed and measure batched
+// decode from the command line.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/batched_bench.h"
+#include "engine/embedding_batch.h"
 #include "model/generate.h"
 #include "model/gguf.h"
 #include "model/json_schema_grammar.h"
@@ -181,6 +182,35 @@ int run_tokenize(const std::string& model_path, const std::string& prompt, bool 
   return 0;
 }
 
+// The prompts' embeddings through the engine (one request each, batched), printed in
+// OpenAI's /v1/embeddings shape.
+int run_embed(const std::string& model_path, const std::vector<std::string>& prompts,
+              const std::string& pooling_name, int threads, k25::KvDtype kv_dtype) {
+  auto model = k25::Model::load(model_path);
+  k25::Pooling pooling = model->config().pooling;
+  if (!pooling_name.empty()) {
+    std::optional<k25::Pooling> p = k25::parse_pooling(pooling_name);
+    if (!p) k25::fail("--pooling: '", pooling_name, "' is not mean, cls or last");
+    pooling = *p;
+  }
+  k25::EngineOptions options;
+  options.n_threads = threads;
+  options.kv_dtype = kv_dtype;
+  options.max_batch_size = std::max<int>(1, static_cast<int>(prompts.size()));
+  k25::Engine engine(*model, options);
+  std::vector<std::vector<TokenId>> inputs;
+  for (const std::string& p : prompts) inputs.push_back(model->tokenizer().encode(p, true, false));
+  const std::vector<std::vector<float>> vectors = k25::embed_all(engine, inputs, pooling);
+  json data = json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
+  }
+  std::cout
+      << json{{"object", "list"}, {"data", data}, {"pooling", k25::pooling_name(pooling)}}.dump()
+      << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
@@ -278,6 +308,16 @@ int main(int argc, char** argv) {
   tk->add_flag("--no-bos", no_bos, "do not add BOS/EOS");
   tk->add_flag("--parse-special", parse_special, "map special-token text to special tokens");
 
+  std::vector<std::string> embed_prompts;
+  std::string pooling;
+  auto* em = app.add_subcommand(
+      "embed", "pooled, L2-normalised final hidden state of each prompt, as /v1/embeddings JSON");
+  em->add_option("-m,--model", model)->required();
+  em->add_option("-p,--prompt", embed_prompts, "text to embed (repeatable)")->required();
+  em->add_option("--pooling", pooling, "mean, cls or last (default: the model's, else mean)");
+  em->add_option("-t,--threads", threads)->capture_default_str();
+  em->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
+
   int n_prompt = 128, n_generate = 128;
   std::vector<int> n_parallel = {1, 4, 8, 16, 24};
   int ubatch = 2048, l1_window = 0;
@@ -313,6 +353,7 @@ int main(int argc, char** argv) {
     if (*ppl) return run_perplexity(model, file, n_ctx, threads, dtype);
     if (*lg) return run_logits(model, text, top, threads, dtype);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
+    if (*em) return run_embed(model, embed_prompts, pooling, threads, dtype);
     if (*bb)
       return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads, l1_window,
                                dtype, bench_json);

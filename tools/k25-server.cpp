@@ -105,6 +105,7 @@ int run(const k25::ServerConfig& config) {
       options.context_size = config.context_size;
       options.step_token_budget = config.step_token_budget;
       options.position_cost = config.step_position_cost;
+      options.target_step_ms = config.target_step_ms;
       options.micro_task_tokens = config.micro_task_tokens;
       options.aging_per_second = config.aging_per_second;
       options.kv_budget_bytes = static_cast<size_t>(config.l2_cache_size_mb) << 20;

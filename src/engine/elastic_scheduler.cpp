@@ -14,6 +14,16 @@ ElasticScheduler::ElasticScheduler(SchedulerOptions options) : options_(options)
   if (options_.aging_per_second < 0) fail("scheduler: aging_per_second must be >= 0");
   if (options_.priority_band <= 0) fail("scheduler: priority_band must be > 0");
   if (!(options_.position_cost >= 0)) fail("scheduler: position_cost must be >= 0");
+  if (!(options_.prefill_floor >= 0 && options_.prefill_floor <= 1))
+    fail("scheduler: prefill_floor must be in [0, 1]");
+  if (!(options_.finisher_lead >= 0)) fail("scheduler: finisher_lead must be >= 0");
+}
+
+void ElasticScheduler::set_step_cost(int step_token_budget, double position_cost) {
+  if (step_token_budget < 1) fail("scheduler: step_token_budget must be >= 1");
+  if (!(position_cost >= 0)) fail("scheduler: position_cost must be >= 0");
+  options_.step_token_budget = step_token_budget;
+  options_.position_cost = position_cost;
 }
 
 int ElasticScheduler::pending_micro_tasks(const std::vector<SeqView>& seqs) const {
@@ -174,14 +184,16 @@ class Planner {
     }
     std::sort(queued.begin(), queued.end(), [&](int a, int b) { return outranks(a, b); });
     for (int q : queued) {
+      // With the batch full only gold may enter, by preemption; a queued request that cannot does
+      // not stop a lower-ranked gold one behind it.
       const bool may_preempt = seqs_[q].priority >= opt_.preempt_min_priority;
-      if (n_running_ >= opt_.max_batch_size && (!may_preempt || slot_victim(q) < 0)) break;
+      if (n_running_ >= opt_.max_batch_size && (!may_preempt || slot_victim(q) < 0)) continue;
       const int first_chunk = std::min(pending(q), opt_.micro_task_tokens);
       const long need = pages_needed(q, computed_[q] + first_chunk);
       if (!make_room(q, need, true)) break;
       if (n_running_ >= opt_.max_batch_size) {
         const int victim = slot_victim(q);
-        if (victim < 0) break;
+        if (victim < 0) continue;
         preempt(victim, false);  // it keeps its pages while the pool can spare them
       }
       running_[q] = true;
@@ -253,19 +265,29 @@ class Planner {
   }
 
   void plan_prefill() {
+    // Prefill gets at least the floor, whatever the decode tokens took.
+    budget_ = std::max(budget_, opt_.prefill_floor * opt_.step_token_budget);
     std::vector<int> order;
     for (int i : running_by_rank()) {
       if (running_[i] && !tasked(i) && pending(i) > 1) order.push_back(i);
     }
-    // Prompts that one micro-task finishes go first, whatever their class: each costs little
-    // and yields a first token, where the same tokens spent on a long prompt bring its first
-    // token only a little closer (shortest remaining first; long prompts still progress below).
-    std::stable_partition(order.begin(), order.end(),
-                          [&](int i) { return pending(i) <= opt_.micro_task_tokens; });
+    // Prompts the step can finish go first, whatever their class: each costs little and yields a
+    // first token, where the same tokens spent on a long prompt bring its first token only a
+    // little closer. A long prompt left without service ages, and finisher_lead bounds how long
+    // finishers keep coming first (it never starves behind a stream of short prompts).
+    std::vector<double> rank(n_seqs(), 0);
+    for (int i : order) {
+      const bool finishes = cost(computed_[i], pending(i)) <= budget_;
+      rank[i] = eff_[i] + (finishes ? opt_.finisher_lead : 0);
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      const long band_a = static_cast<long>(rank[a] / opt_.priority_band);
+      const long band_b = static_cast<long>(rank[b] / opt_.priority_band);
+      return band_a > band_b;
+    });
     any_ = false;
-    // Finishers first, then the best-ranked prompt takes what it can (micro-tasks of one
-    // sequence merge into one descriptor): a gold prompt is not slowed by bronze ones, and
-    // aging lifts a waiting prompt one band per second until it ranks first.
+    // Then the best-ranked prompt takes what it can (micro-tasks of one sequence merge into one
+    // descriptor): a gold prompt is not slowed by bronze ones.
     for (int i : order) {
       if (!prefill(i)) return;
     }

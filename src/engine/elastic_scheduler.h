@@ -8,9 +8,11 @@
 //    from the lowest-priority running sequence, which goes back to the queue keeping its KV pages
 //    unless memory is needed; memory shortages drop the KV of lower-priority sequences (they
 //    recompute it later) before anyone of higher priority waits;
-//  - the step: one decode token of every running sequence, then prefill micro-tasks in rank
-//    order under the step's token budget (weighted by position, see position_cost), emitted as a
-//    task descriptor array grouped by compute plan (R-EB1, R-EB3).
+//  - the step: one decode token of every running sequence, then prefill under the step's token
+//    budget (weighted by position, see position_cost), never less than prefill_floor of it:
+//    first the prompts the step can finish, unless a prompt that went long without service has
+//    aged past them, then the best-ranked one; emitted as a task descriptor array grouped by
+//    compute plan (R-EB1, R-EB3).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +32,13 @@ struct SchedulerOptions {
   double aging_per_second = 10.0;  // priority points gained per second without service (R-EB3)
   double priority_band = 10.0;     // effective priorities this close count as equal
   int preempt_min_priority = 100;  // arrivals with at least this base priority may preempt (gold)
+  // Share of step_token_budget that prefill gets even when decode tokens have used the budget up
+  // (a step may then run over it by this much): with many sequences decoding, prompts still move.
+  double prefill_floor = 0.25;
+  // A prompt this step can finish ranks this many priority points higher for prefill order: a
+  // short prompt's first token comes before a long prompt's next chunk, until the long prompt
+  // has gone finisher_lead / aging_per_second seconds without service.
+  double finisher_lead = 100.0;
 };
 
 // A sequence as the scheduler sees it; running or queued (never started, or preempted).
@@ -84,6 +93,8 @@ class ElasticScheduler {
     return s.priority + options_.aging_per_second * s.waited_s;
   }
   const SchedulerOptions& options() const { return options_; }
+  // The engine's measured step cost (StepBudgetCalibrator) replaces the configured one.
+  void set_step_cost(int step_token_budget, double position_cost);
 
  private:
   SchedulerOptions options_;

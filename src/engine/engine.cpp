@@ -25,7 +25,7 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab)
+  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab, int dim)
       : id(id_),
         request(std::move(request_)),
         on_event(std::move(on_event_)),
@@ -33,7 +33,9 @@ struct Engine::Sequence {
         stop_matcher(request.stop),
         tokens(request.prompt),
         submitted(Clock::now()),
-        queued_since(submitted) {}
+        queued_since(submitted) {
+    if (request.embedding) pooler.emplace(*request.embedding, dim);
+  }
 
   RequestId id;
   GenerationRequest request;
@@ -75,6 +77,8 @@ struct Engine::Sequence {
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
   Clock::time_point last_token;
   double ttft_ms = 0;
+  // Embedding requests: takes the final hidden states as the prompt's positions are computed.
+  std::optional<EmbeddingPooler> pooler;
 
   std::shared_ptr<const ComputePlan> current_plan = request.plan;  // Level 3 may change it
   AdaptiveState adaptive;
@@ -117,6 +121,15 @@ Engine::Engine(Model& model, EngineOptions options)
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
+  if (!(options_.target_step_ms >= 0)) fail("engine: target_step_ms must be >= 0");
+  if (options_.target_step_ms > 0) {
+    CalibratorOptions calibration;
+    calibration.target_step_ms = options_.target_step_ms;
+    calibration.prior_position_cost = scheduler_.options().position_cost;
+    calibrator_.emplace(calibration);
+  }
+  stats_.step_token_budget = scheduler_.options().step_token_budget;
+  stats_.step_position_cost = scheduler_.options().position_cost;
   const ModelConfig& c = model_.config();
   const int kv_dim = c.n_kv_heads * c.head_dim;
   size_t budget = options_.kv_budget_bytes;
@@ -207,20 +220,31 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   if (n_prompt == 0) {
     return {SubmitStatus::Invalid, 0, "the prompt has no tokens"};
   }
-  if (n_prompt >= context_size_) {
+  const bool embedding = request.embedding.has_value();
+  if (embedding && n_prompt > context_size_) {
+    return {SubmitStatus::Invalid, 0,
+            concat("the input has ", n_prompt, " tokens; the context holds ", context_size_)};
+  }
+  if (!embedding && n_prompt >= context_size_) {
     return {SubmitStatus::Invalid, 0,
             concat("the prompt has ", n_prompt, " tokens; the context holds ", context_size_,
                    " (prompt and at least one generated token)")};
   }
+  if (embedding && ((request.plan && !request.plan->is_full()) || request.adaptive_pruning)) {
+    return {SubmitStatus::Invalid, 0, "an embedding request runs the whole model (no pruning)"};
+  }
+  // The prompt's positions and a generated token's (none for an embedding).
+  const int n_positions = n_prompt + (embedding ? 0 : 1);
   const size_t prompt_pages =
-      static_cast<size_t>(n_prompt + options_.kv_page_tokens) / options_.kv_page_tokens;
+      static_cast<size_t>(n_positions + options_.kv_page_tokens - 1) / options_.kv_page_tokens;
   if (prompt_pages > kv_->pool().pages_total()) {
     return {SubmitStatus::Invalid, 0,
             concat("the prompt has ", n_prompt, " tokens; the KV budget (", kv_->bytes_budget(),
                    " bytes) holds ", kv_->pool().pages_total() * options_.kv_page_tokens,
                    " positions")};
   }
-  if (request.max_tokens < 1) return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
+  if (!embedding && request.max_tokens < 1)
+    return {SubmitStatus::Invalid, 0, "max_tokens must be >= 1"};
   const int n_vocab = model_.config().n_vocab;
   for (TokenId t : request.prompt) {
     if (t < 0 || t >= n_vocab) {
@@ -229,7 +253,8 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   }
   std::unique_ptr<Sequence> seq;
   try {
-    seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab);
+    seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab,
+                                     model_.config().dim);
     if (seq->request.grammar) {
       std::vector<TokenId> end_tokens = seq->request.stop_tokens;
       if (!seq->request.ignore_eos) {
@@ -410,6 +435,9 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   // logits give the next token), so at most (tokens - 1) positions, in whole pages, are reused;
   // a sequence never writes into a page it shares.
   seq.awaiting_l3 = false;
+  // An embedding pools the hidden states of every position, so it computes them all (its
+  // pages still go to the prefix cache when it finishes: they are the full model's KV).
+  if (seq.pooler) return;
   if (!prefix_ || seq.plan() || seq.kv_id >= 0 || seq.restore) return;
   const size_t n_pages = (seq.tokens.size() - 1) / options_.kv_page_tokens;
   if (n_pages == 0) return;
@@ -638,6 +666,7 @@ void Engine::step() {
 
   const Clock::time_point step_start = Clock::now();
   int n_tokens = 0, n_sequences = 0;
+  double positions = 0;  // the sum of the tokens' context positions (attention's share)
   // One forward call per compute plan; the scheduler put each plan's tasks next to each other.
   for (size_t begin = 0; begin < decision.tasks.size();) {
     size_t end = begin;
@@ -647,6 +676,7 @@ void Engine::step() {
       const TaskDescriptor& t = decision.tasks[end++];
       group.push_back({live[t.seq], t});
       n_tokens += t.length;
+      positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
       ++n_sequences;
     }
     // Equal keys almost always mean equal plans; split the group if a collision says otherwise.
@@ -662,16 +692,28 @@ void Engine::step() {
     }
     begin = end;
   }
-  stats_.step_seconds.observe(ms_between(step_start, Clock::now()) / 1000.0);
+  const double step_ms = ms_between(step_start, Clock::now());
+  stats_.step_seconds.observe(step_ms / 1000.0);
+  if (calibrator_) recalibrate(n_tokens, positions, step_ms);
   stats_.batch_sequences.observe(n_sequences);
   stats_.batch_tokens.observe(n_tokens);
+}
+
+void Engine::recalibrate(int n_tokens, double positions, double step_ms) {
+  calibrator_->observe(n_tokens, positions, step_ms);
+  const std::optional<StepCalibration> c = calibrator_->calibration();
+  if (!c) return;
+  scheduler_.set_step_cost(c->step_token_budget, c->position_cost);
+  stats_.step_token_budget = c->step_token_budget;
+  stats_.step_position_cost = c->position_cost;
 }
 
 void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
                        const ComputePlan* plan) {
   std::vector<BatchToken> batch;
-  std::vector<std::pair<Sequence*, int>> in_batch;  // sequence, tokens it has in the batch
-  std::vector<Sequence*> wanting_logits;            // in batch order
+  std::vector<std::pair<Sequence*, int>> in_batch;        // sequence, tokens it has in the batch
+  std::vector<Sequence*> wanting_logits;                  // in batch order
+  std::vector<std::pair<Sequence*, int>> wanting_hidden;  // sequence, position; in batch order
   for (const auto& [seq, task] : group) {
     if (seq->finished) continue;
     try {
@@ -682,9 +724,12 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     }
     for (int j = 0; j < task.length; ++j) {
       const int pos = task.start + j;
-      const bool last = pos + 1 == static_cast<int>(seq->tokens.size());
-      batch.push_back({seq->tokens[pos], pos, seq->kv_id, last});
-      if (last) wanting_logits.push_back(seq);
+      const int n_tokens = static_cast<int>(seq->tokens.size());
+      BatchToken token{seq->tokens[pos], pos, seq->kv_id, pos + 1 == n_tokens && !seq->pooler};
+      token.want_hidden = seq->pooler && seq->pooler->wants(pos, n_tokens);
+      batch.push_back(token);
+      if (token.want_logits) wanting_logits.push_back(seq);
+      if (token.want_hidden) wanting_hidden.push_back({seq, pos});
     }
     in_batch.push_back({seq, task.length});
   }
@@ -696,7 +741,11 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     std::this_thread::sleep_for(std::chrono::milliseconds(options_.debug_step_delay_ms));
   }
   try {
-    if (plan) {
+    if (!wanting_hidden.empty()) {
+      // Embedding requests run without a plan, so they are only in the plan-less group.
+      hidden_.resize(wanting_hidden.size() * static_cast<size_t>(model_.config().dim));
+      model_.forward_hidden(batch, forward_cache(), logits_.data(), hidden_.data(), *pool_);
+    } else if (plan) {
       model_.forward(batch, forward_cache(), logits_.data(), *pool_, plan);
     } else {
       model_.forward(batch, forward_cache(), logits_.data(), *pool_);
@@ -714,6 +763,16 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     if (recomputed > 0) stats_.recomputed_tokens += recomputed;
     seq->n_computed += n;
     seq->max_computed = std::max(seq->max_computed, seq->n_computed);
+  }
+  const size_t dim = model_.config().dim;
+  for (size_t row = 0; row < wanting_hidden.size(); ++row) {
+    auto [seq, pos] = wanting_hidden[row];
+    seq->pooler->add(pos, static_cast<int>(seq->tokens.size()), hidden_.data() + row * dim);
+  }
+  for (auto& [seq, n] : in_batch) {
+    if (seq->pooler && seq->n_computed == static_cast<int>(seq->tokens.size())) {
+      finish(*seq, FinishReason::Stop);
+    }
   }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
     Sequence& seq = *wanting_logits[row];
@@ -811,6 +870,7 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.total_ms = ms_between(seq.submitted, Clock::now());
   event.adaptive_decisions = seq.adaptive.decisions;
   if (seq.plan() != nullptr) event.final_plan = seq.current_plan;
+  if (seq.pooler && reason == FinishReason::Stop) event.embedding = seq.pooler->result();
   ++stats_.requests_finished[static_cast<int>(reason)];
   stats_.request_seconds.observe(event.total_ms / 1000.0);
   seq.on_event(event);

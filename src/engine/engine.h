@@ -18,6 +18,7 @@
 #include "engine/elastic_scheduler.h"
 #include "engine/engine_stats.h"
 #include "engine/request.h"
+#include "engine/step_budget_calibrator.h"
 #include "flash/adaptive_pruning.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
@@ -68,6 +69,10 @@ struct EngineOptions {
   // Budget share of a token's position (SchedulerOptions::position_cost); < 0: estimated from
   // the model's shape (engine/step_cost.h), 0: plain token counts.
   double position_cost = -1;
+  // > 0: the step's token budget and position cost are measured while serving
+  // (engine/step_budget_calibrator.h) so a step takes about this long on this machine; the two
+  // values above are then only the starting point. 0: they are used as given.
+  double target_step_ms = 0;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -115,6 +120,8 @@ class Engine {
   void apply_cancellations();
   void expire_queued();
   void step();
+  // Feeds a finished step's time to the calibrator and applies the step cost it measures.
+  void recalibrate(int n_tokens, double positions, double step_ms);
   void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
                  const ComputePlan* plan);
   void on_logits(Sequence& seq, float* logits);
@@ -158,6 +165,7 @@ class Engine {
   EngineOptions options_;
   int context_size_;
   ElasticScheduler scheduler_;
+  std::optional<StepBudgetCalibrator> calibrator_;  // set when target_step_ms > 0
   AdaptivePruner pruner_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
@@ -181,6 +189,7 @@ class Engine {
   std::vector<int> free_kv_ids_;
   int next_kv_id_ = 0;
   std::vector<float> logits_;
+  std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   Clock::time_point next_idle_spill_{};
   std::thread thread_;
 };

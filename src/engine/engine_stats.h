@@ -45,6 +45,9 @@ struct EngineStats {
   std::atomic<uint64_t> kv_pages_used{0};
   std::atomic<uint64_t> kv_pages_total{0};
   std::atomic<int64_t> micro_task_queue_len{0};  // R-EB6: prefill micro-tasks not yet run
+  // The step cost the scheduler uses now (measured when engine.target_step_ms > 0).
+  std::atomic<int64_t> step_token_budget{0};
+  std::atomic<double> step_position_cost{0};
   std::atomic<uint64_t> preemptions{0};
   std::atomic<uint64_t> kv_drops{0};           // sequences whose KV was released for recompute
   std::atomic<uint64_t> recomputed_tokens{0};  // positions computed again after a drop

@@ -10,6 +10,7 @@
 
 #include "model/compute_plan.h"
 #include "model/grammar.h"
+#include "model/pooling.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
 
@@ -43,6 +44,10 @@ struct GenerationRequest {
   // Constrained decoding: every token keeps the output a prefix of this grammar, end tokens come
   // only where it may end, and the output ends (stop) once it is complete. Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  // Set: an embedding request (/v1/embeddings). The prompt runs through the whole model (prefill
+  // only; no compute plan, no adaptive pruning), no token is generated and the Finished event
+  // carries the pooled, L2-normalised final hidden state. max_tokens and sampling are unused.
+  std::optional<Pooling> embedding;
 };
 
 struct GenerationEvent {
@@ -67,6 +72,8 @@ struct GenerationEvent {
   // (null: the whole model), which may differ from the admission plan.
   int adaptive_decisions = 0;
   std::shared_ptr<const ComputePlan> final_plan;
+  // Finished (Stop) of an embedding request: the vector, model dim floats of unit length.
+  std::vector<float> embedding;
 };
 
 // Called on the engine thread, in order, ending with exactly one Finished event. It must return

@@ -103,6 +103,7 @@ ModelConfig read_config(const GgufFile& f) {
   c.attention_scale = static_cast<float>(f.get_float_or(p + "attention.scale", 0.0));
   c.final_logit_softcap = static_cast<float>(f.get_float_or(p + "final_logit_softcapping", 0.0));
   c.layers.assign(c.n_layers, LayerSpec{0, read_rope(f, p, c)});
+  c.pooling = pooling_from_gguf(f.get_int_or(p + "pooling_type", 1)).value_or(Pooling::Mean);
   if (c.arch == Arch::Gemma3) {
     c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
     c.ffn_activation = FfnActivation::kGeluF16;

@@ -28,6 +28,14 @@ void Model::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* lo
   forward(batch, kv, logits, pool);
 }
 
+void Model::forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                           float* /*hidden*/, ThreadPool& pool) {
+  for (const BatchToken& t : batch) {
+    if (t.want_hidden) fail("model '", config().name, "' gives no hidden states (embeddings)");
+  }
+  forward(batch, kv, logits, pool);
+}
+
 std::unique_ptr<KvCache> Model::make_kv_cache(KvDtype dtype) const {
   const ModelConfig& c = config();
   return std::make_unique<ContiguousKvCache>(c.n_layers, c.kv_dim(), c.context_length, dtype);

@@ -20,6 +20,7 @@ struct BatchToken {
   int pos = 0;
   int seq = 0;
   bool want_logits = false;
+  bool want_hidden = false;  // forward_hidden: its final hidden state (embeddings)
 };
 
 class Model {
@@ -41,6 +42,11 @@ class Model {
   // silent, R-PR5).
   virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                        ThreadPool& pool, const ComputePlan* plan);
+  // The whole model, like forward, and for each token with want_hidden also its final hidden
+  // state (after the output norm, before the LM head): dim floats into `hidden`, in batch order,
+  // packed. A model without hidden states throws k25::Error when a token wants one.
+  virtual void forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                              float* hidden, ThreadPool& pool);
   // A cache for one or more sequences of the full context, rows stored as `dtype`.
   std::unique_ptr<KvCache> make_kv_cache(KvDtype dtype = KvDtype::kF32) const;
 };

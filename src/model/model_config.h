@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/pooling.h"
+
 namespace k25 {
 
 enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe, Gemma3 };
@@ -66,6 +68,9 @@ struct ModelConfig {
   int n_experts = 0;
   int n_experts_used = 0;  // per token
   int expert_ffn_dim = 0;
+  // How /v1/embeddings pools the final hidden states: `<arch>.pooling_type` when it names mean,
+  // cls or last; mean otherwise (generative models leave it out).
+  Pooling pooling = Pooling::Mean;
 
   int kv_dim() const { return n_kv_heads * head_dim; }
 };

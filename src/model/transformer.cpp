@@ -42,6 +42,17 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
     check_plan_shape(*plan, c.n_layers, c.n_heads);
     if (plan->is_full()) plan = nullptr;  // the unplanned path, bit for bit
   }
+  run(batch, kv, logits, nullptr, pool, plan);
+}
+
+void Transformer::forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                                 float* hidden, ThreadPool& pool) {
+  run(batch, kv, logits, hidden, pool, nullptr);
+}
+
+void Transformer::run(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                      float* hidden, ThreadPool& pool, const ComputePlan* plan) {
+  const ModelConfig& c = model_.config;
   const ModelWeights& w = model_.weights;
   const int n = static_cast<int>(batch.size());
   if (n == 0) return;
@@ -58,6 +69,14 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
   }
 
   const size_t dim = c.dim;
+  if (hidden != nullptr) {
+    int n_hidden = 0;
+    for (int t = 0; t < n; ++t) {
+      if (!batch[t].want_hidden) continue;
+      rmsnorm(hidden + n_hidden * dim, x_.data() + t * dim, w.output_norm.data(), c.dim, c.rms_eps);
+      ++n_hidden;
+    }
+  }
   int n_out = 0;
   for (int t = 0; t < n; ++t) {
     if (!batch[t].want_logits) continue;

@@ -21,8 +21,14 @@ class Transformer final : public Model {
                ThreadPool& pool) override;
   void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits, ThreadPool& pool,
                const ComputePlan* plan) override;
+  void forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                      float* hidden, ThreadPool& pool) override;
 
  private:
+  // The layers, then the logits of want_logits tokens and (hidden != null) the final hidden
+  // states of want_hidden tokens.
+  void run(const std::vector<BatchToken>& batch, KvCache& kv, float* logits, float* hidden,
+           ThreadPool& pool, const ComputePlan* plan);
   void embed(const std::vector<BatchToken>& batch, KvCache& kv);
   // kv_only: the block's attention is switched off but its K/V rows are still written.
   void attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,

@@ -7,6 +7,8 @@
 #include "server/auth.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
+#include "server/static_files.h"
+#include "server/static_route.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -25,6 +27,7 @@ constexpr Route kRoutes[] = {
     {"/v1/models", http::verb::get},       {"/generate", http::verb::post},
     {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
     {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+    {"/v1/embeddings", http::verb::post},
 };
 
 // Outside the coroutines: GCC 12 cannot keep a range-for over an array in a coroutine frame.
@@ -120,6 +123,7 @@ void Api::set_engine(Engine* engine) {
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
   const Vocab& vocab = model.tokenizer().vocab();
   chat_template_ = detect_chat_template(vocab.chat_template);
+  tool_call_format_ = detect_tool_call_format(vocab.chat_template);
   // A turn-end marker that is one token of the vocabulary stops by id (control tokens are
   // not rendered into the text); otherwise it is a stop string.
   for (const std::string& marker : chat_end_markers(chat_template_)) {
@@ -189,6 +193,11 @@ net::awaitable<void> Api::handle(HttpExchange& ex) {
 }
 
 net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, RequestLog& log) {
+  // The chat page is public: the browser needs it to ask for the key its API calls then carry.
+  if (is_static_path(path)) {
+    co_await serve_static(ex, path);
+    co_return;
+  }
   const Route* route = find_route(path);
   if (!route) throw ApiException(make_error(404, "no route " + path, "not_found"));
   if (ex.request().method() != route->method) {
@@ -228,6 +237,8 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
     co_await generation(ex, ApiFlavor::Completions, log);
   } else if (path == "/v1/chat/completions") {
     co_await generation(ex, ApiFlavor::Chat, log);
+  } else if (path == "/v1/embeddings") {
+    co_await embeddings(ex, log);
   } else if (path == "/tokenize") {
     co_await tokenize(ex);
   } else if (path == "/detokenize") {
@@ -265,7 +276,8 @@ net::awaitable<void> Api::models(HttpExchange& ex) {
                   {"n_ctx_train", c.context_length},
                   {"n_embd", c.dim},
                   {"n_layer", c.n_layers},
-                  {"chat_template", chat_template_name(chat_template_)}}}};
+                  {"chat_template", chat_template_name(chat_template_)},
+                  {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
   json body = {{"object", "list"}, {"data", json::array({model})}};
   co_await ex.send(200, "application/json", json_text(body));
 }

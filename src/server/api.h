@@ -1,7 +1,7 @@
-// The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/models, /health,
-// /metrics, /tokenize, /detokenize), authentication, errors in OpenAI's shape, one log line per
-// request, the fallback circuit breaker (R-CFG3). Talks to the engine only through submit /
-// events / cancel.
+// The HTTP API: routes (/generate, /v1/completions, /v1/chat/completions, /v1/embeddings,
+// /v1/models, /health, /metrics, /tokenize, /detokenize, the chat page at / and /ui/),
+// authentication, errors in OpenAI's shape, one log line per request, the fallback circuit
+// breaker (R-CFG3). Talks to the engine only through submit / events / cancel.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include "server/metrics.h"
 #include "server/ops_metrics.h"
 #include "server/request_parsing.h"
+#include "server/tool_call_format.h"
 #include "server/upstream.h"
 #include "server/warmup.h"
 
@@ -51,6 +52,7 @@ class Api {
  private:
   net::awaitable<void> route(HttpExchange& ex, const std::string& path, RequestLog& log);
   net::awaitable<void> generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log);
+  net::awaitable<void> embeddings(HttpExchange& ex, RequestLog& log);  // api_embeddings.cpp
   // Sends the request to the fallback upstream and its answer to the client. False when the
   // upstream could not be reached: nothing was sent and the caller must answer.
   net::awaitable<bool> serve_by_fallback(HttpExchange& ex, RequestLog& log);
@@ -80,6 +82,7 @@ class Api {
   std::string model_name_;
   RequestDefaults defaults_;
   ChatTemplate chat_template_ = ChatTemplate::Plain;
+  ToolCallFormat tool_call_format_ = ToolCallFormat::Hermes;
   std::vector<TokenId> chat_stop_tokens_;
   std::vector<std::string> chat_stop_strings_;
 };

@@ -9,6 +9,8 @@
 #include "server/flash_headers.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
+#include "server/tool_call_response.h"
+#include "server/tool_call_stream.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -292,6 +294,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       break;
     }
     if (client_gone) co_return;  // nobody to answer
+    if (parsed.tools.parses_calls()) {
+      outcome.tools = parse_tool_calls(tool_call_format_, outcome.text, parsed.tools.tools);
+      assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
+    }
     json body = full_response(ctx, outcome);
     co_await ex.send(200, "application/json", json_text(body));
     co_return;
@@ -303,6 +309,9 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   json start = stream_start_chunk(ctx);
   if (ok && !start.is_null()) ok = co_await ex.send_chunk(sse_event(start));
   std::vector<TokenLogprobEntry> pending_logprobs;
+  // With tools offered, text that may be a tool call is held until it parses (or does not).
+  std::optional<ToolCallStream> tool_stream;
+  if (parsed.tools.parses_calls()) tool_stream.emplace(tool_call_format_, parsed.tools.tools);
   for (;;) {
     if (!ok && !client_gone) cancel_for_gone_client();
     std::optional<GenerationEvent> event;
@@ -318,9 +327,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
     if (event->kind == GenerationEvent::Kind::Token) {
       outcome.text += event->text;
-      if (!event->text.empty() && !client_gone) {
-        json chunk = stream_text_chunk(ctx, event->text,
-                                       outcome.want_logprobs ? &pending_logprobs : nullptr);
+      const std::string text = tool_stream ? tool_stream->push(event->text) : event->text;
+      if (!text.empty() && !client_gone) {
+        json chunk =
+            stream_text_chunk(ctx, text, outcome.want_logprobs ? &pending_logprobs : nullptr);
         pending_logprobs.clear();
         ok = co_await ex.send_chunk(sse_event(chunk));
       }
@@ -335,10 +345,19 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       log.error = error.message;
       ok = co_await ex.send_chunk(sse_event(error_body(error)));
     } else {
-      if (!event->text.empty() || !pending_logprobs.empty()) {
-        json chunk = stream_text_chunk(ctx, event->text,
-                                       outcome.want_logprobs ? &pending_logprobs : nullptr);
+      std::string text = tool_stream ? tool_stream->push(event->text) : event->text;
+      if (tool_stream) {
+        outcome.tools = tool_stream->finish();
+        assign_tool_call_ids(outcome.tools->calls, tool_call_format_);
+        text += outcome.tools->content;
+      }
+      if (!text.empty() || !pending_logprobs.empty()) {
+        json chunk =
+            stream_text_chunk(ctx, text, outcome.want_logprobs ? &pending_logprobs : nullptr);
         ok = co_await ex.send_chunk(sse_event(chunk));
+      }
+      if (ok && outcome.tools && !outcome.tools->calls.empty()) {
+        ok = co_await ex.send_chunk(sse_event(stream_tool_calls_chunk(ctx, outcome.tools->calls)));
       }
       std::vector<json> final_chunks = stream_final_chunks(ctx, outcome);
       for (size_t i = 0; ok && i < final_chunks.size(); ++i) {

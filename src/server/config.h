@@ -61,6 +61,7 @@ struct ServerConfig {
   int debug_step_delay_ms = 0;  // testing aid: sleep before every forward call
   // step budget a token takes per position of context; -1: estimated from the model
   double step_position_cost = -1;
+  double target_step_ms = 0;  // > 0: step budget measured while serving (engine.target_step_ms)
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;

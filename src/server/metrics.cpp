@@ -58,6 +58,12 @@ std::string render_engine_metrics(const EngineStats& e) {
          "Prefill micro-tasks not yet run (healthy below 5; above 10 for long, the scheduler is "
          "the bottleneck).");
   out << "flash_scheduler_micro_task_queue_len " << e.micro_task_queue_len.load() << '\n';
+  header(out, "k25_step_token_budget", "gauge",
+         "Token budget of one engine step (measured when engine.target_step_ms > 0).");
+  out << "k25_step_token_budget " << e.step_token_budget.load() << '\n';
+  header(out, "k25_step_position_cost", "gauge",
+         "Budget a token takes per position of context (measured when engine.target_step_ms > 0).");
+  out << "k25_step_position_cost " << e.step_position_cost.load() << '\n';
   header(out, "k25_preemptions_total", "counter",
          "Running sequences sent back to the queue for a higher-priority request or memory.");
   out << "k25_preemptions_total " << e.preemptions.load() << '\n';

@@ -180,6 +180,7 @@ std::vector<ChatMessage> get_messages(const json& body) {
     }
     messages.push_back({role->get<std::string>(), message_content(m)});
   }
+  check_tool_messages(*v);
   return messages;
 }
 
@@ -278,6 +279,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
         throw_bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
       }
       out.top_logprobs = logprobs ? top : -1;
+      out.tools = parse_tool_request(body);
       break;
     }
   }

@@ -11,6 +11,7 @@
 #include "model/grammar.h"
 #include "model/sampler.h"
 #include "server/chat_template.h"
+#include "server/tool_request.h"
 
 namespace k25 {
 
@@ -44,6 +45,7 @@ struct ParsedRequest {
   // Constrained decoding (server/grammar_request.h): response_format, or /generate's "grammar"
   // and "json_schema". Null: unconstrained.
   std::shared_ptr<const Grammar> grammar;
+  ToolRequest tools;         // Chat: tools, tool_choice, parallel_tool_calls
 };
 
 // Throws ApiException on malformed JSON (including invalid UTF-8 and nesting deeper than 64).

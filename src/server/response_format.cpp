@@ -1,5 +1,7 @@
 #include "server/response_format.h"
 
+#include "server/tool_call_response.h"
+
 namespace k25 {
 
 using nlohmann::json;
@@ -89,18 +91,36 @@ json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
   return out;
 }
 
+// The answer's timings and compute plan: part of /generate's summary (R-API1) and k25's extension
+// of the OpenAI shapes (as llama.cpp's server adds `timings`), on the whole response and on the
+// chunk with the finish reason. OpenAI clients ignore fields they do not know; the chat page
+// shows them.
+void add_k25_summary(json& out, const ResponseContext& ctx, const GenerationOutcome& o) {
+  out["timings"] = {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}};
+  out["flash"] = flash(ctx, o);
+}
+
 json generate_summary(const ResponseContext& ctx, const GenerationOutcome& o) {
-  return {{"finish_reason", finish_reason_name(o.finish_reason)},
-          {"usage",
-           {{"prompt_tokens", o.prompt_tokens},
-            {"completion_tokens", o.completion_tokens},
-            {"cached_tokens", o.cached_tokens}}},
-          {"timings", {{"ttft_ms", o.ttft_ms}, {"total_ms", o.total_ms}}},
-          {"flash", flash(ctx, o)}};
+  json out = {{"finish_reason", finish_reason_name(o.finish_reason)},
+              {"usage",
+               {{"prompt_tokens", o.prompt_tokens},
+                {"completion_tokens", o.completion_tokens},
+                {"cached_tokens", o.cached_tokens}}}};
+  add_k25_summary(out, ctx, o);
+  return out;
 }
 
 json openai_envelope(const ResponseContext& ctx, const char* object) {
   return {{"id", ctx.id}, {"object", object}, {"created", ctx.created}, {"model", ctx.model}};
+}
+
+bool made_tool_calls(const GenerationOutcome& o) {
+  return o.tools && !o.tools->calls.empty();
+}
+
+// OpenAI's finish reason: "tool_calls" when the answer made calls.
+std::string finish_reason_of(const GenerationOutcome& o) {
+  return made_tool_calls(o) ? "tool_calls" : finish_reason_name(o.finish_reason);
 }
 
 const char* chunk_object(ApiFlavor flavor) {
@@ -115,11 +135,15 @@ json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
     out["text"] = o.text;
     return out;
   }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}};
   json out;
   if (ctx.flavor == ApiFlavor::Chat) {
     out = openai_envelope(ctx, "chat.completion");
-    choice["message"] = {{"role", "assistant"}, {"content", o.text}};
+    choice["message"] = {{"role", "assistant"}, {"content", o.tools ? o.tools->content : o.text}};
+    if (made_tool_calls(o)) {
+      if (o.tools->content.empty()) choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = tool_calls_message_json(o.tools->calls);
+    }
     choice["logprobs"] = o.want_logprobs ? chat_logprobs(o.logprobs) : json();
   } else {
     out = openai_envelope(ctx, "text_completion");
@@ -128,6 +152,7 @@ json full_response(const ResponseContext& ctx, const GenerationOutcome& o) {
   }
   out["choices"] = json::array({choice});
   out["usage"] = usage(o);
+  add_k25_summary(out, ctx, o);
   return out;
 }
 
@@ -159,6 +184,16 @@ json stream_text_chunk(const ResponseContext& ctx, const std::string& text,
   return out;
 }
 
+json stream_tool_calls_chunk(const ResponseContext& ctx, const std::vector<ToolCall>& calls) {
+  json out = openai_envelope(ctx, "chat.completion.chunk");
+  out["choices"] = json::array({{{"index", 0},
+                                 {"delta", {{"tool_calls", tool_calls_delta_json(calls)}}},
+                                 {"logprobs", nullptr},
+                                 {"finish_reason", nullptr}}});
+  if (ctx.include_usage) out["usage"] = nullptr;
+  return out;
+}
+
 std::vector<json> stream_final_chunks(const ResponseContext& ctx, const GenerationOutcome& o) {
   if (ctx.flavor == ApiFlavor::Generate) {
     json last = generate_summary(ctx, o);
@@ -167,8 +202,7 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   std::vector<json> chunks;
   json out = openai_envelope(ctx, chunk_object(ctx.flavor));
-  json choice = {
-      {"index", 0}, {"finish_reason", finish_reason_name(o.finish_reason)}, {"logprobs", nullptr}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_of(o)}, {"logprobs", nullptr}};
   if (ctx.flavor == ApiFlavor::Chat) {
     choice["delta"] = json::object();
   } else {
@@ -176,6 +210,7 @@ std::vector<json> stream_final_chunks(const ResponseContext& ctx, const Generati
   }
   out["choices"] = json::array({choice});
   if (ctx.include_usage) out["usage"] = nullptr;
+  add_k25_summary(out, ctx, o);
   chunks.push_back(out);
   if (ctx.include_usage) {
     json tail = openai_envelope(ctx, chunk_object(ctx.flavor));

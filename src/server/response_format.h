@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
 #include "server/flash_headers.h"
 #include "server/request_parsing.h"
+#include "server/tool_call_parser.h"
 
 namespace k25 {
 
@@ -49,6 +51,8 @@ struct GenerationOutcome {
   double total_ms = 0;
   int adaptive_decisions = 0;                     // Level 3 decisions during decode
   std::shared_ptr<const ComputePlan> final_plan;  // the plan at the end (null: full model)
+  // Chat with tools offered: the text split into content and calls (ids assigned).
+  std::optional<ToolCallParse> tools;
 };
 
 // The whole response of a non-streaming request.
@@ -62,6 +66,10 @@ nlohmann::json stream_text_chunk(const ResponseContext& ctx, const std::string& 
 // The last chunk(s): finish reason, then usage when asked for (OpenAI) or the R-API1 summary.
 std::vector<nlohmann::json> stream_final_chunks(const ResponseContext& ctx,
                                                 const GenerationOutcome& outcome);
+
+// A chunk carrying the tool calls of a streamed chat answer (each call whole).
+nlohmann::json stream_tool_calls_chunk(const ResponseContext& ctx,
+                                       const std::vector<ToolCall>& calls);
 
 // "data: <json>\n\n" with invalid UTF-8 replaced (it cannot occur, but JSON must stay valid).
 std::string sse_event(const nlohmann::json& payload);

@@ -436,20 +436,6 @@ TEST_F(Server, CApiExampleRuns) {
   EXPECT_NE(out.find("k25_completion_tokens_total 24"), std::string::npos) << out;
 }
 
-// The official openai npm package (installed by scripts/setup.sh into
-// tests/integration/openai_client) as a client nobody here wrote.
-TEST_F(Server, OfficialOpenAiClient) {
-  const std::string dir = std::string(K25_SOURCE_DIR) + "/tests/integration/openai_client";
-  if (!std::filesystem::exists(dir + "/node_modules/openai") ||
-      run_command("node --version").first != 0) {
-    GTEST_SKIP() << "SKIPPED: node or " << dir
-                 << "/node_modules/openai is missing (run `npm install` there or scripts/setup.sh)";
-  }
-  auto [rc, out] = run_command("node " + dir + "/run.mjs " + std::to_string(port()) + " 2>&1");
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_NE(out.find("all checks passed"), std::string::npos) << out;
-}
-
 TEST(ServerProcessTest, ApiKeyProtectsEverythingButHealth) {
   REQUIRE_MODEL();
   std::vector<std::string> args = base_args();

@@ -270,21 +270,93 @@ TEST(ElasticScheduler, PositionCostShrinksLongContextPrefill) {
   EXPECT_EQ(task_of(deep, 0)->length, 16);
 }
 
-TEST(ElasticScheduler, PositionCostChargesDecodeTokensButPrefillStillProgresses) {
+TEST(ElasticScheduler, PositionCostChargesDecodeTokensButPrefillKeepsItsFloor) {
   SchedulerOptions o = options(/*budget=*/64, /*micro=*/32);
   o.position_cost = 0.01;
   ElasticScheduler s(o);
   // Two decode tokens at position 3000 cost 31 each: 2 budget points are left, and the prompt
-  // gets the one token a step always grants the first prefill.
+  // gets the prefill floor instead, a quarter of the budget: 14 tokens (14 + 0.01 * 91 <= 16).
   std::vector<SeqView> seqs = {running(kSilver, 3001, 3000, 1), running(kSilver, 3001, 3000, 2),
                                running(kSilver, 500, 0, 3)};
   StepDecision d = s.plan(seqs, plenty());
   ASSERT_NE(task_of(d, 0), nullptr);
   ASSERT_NE(task_of(d, 1), nullptr);
   ASSERT_NE(task_of(d, 2), nullptr);
-  EXPECT_EQ(task_of(d, 2)->length, 1);
+  EXPECT_EQ(task_of(d, 2)->length, 14);
   // Without the position cost the prompt takes the 62 tokens left.
   EXPECT_EQ(task_of(ElasticScheduler(options(64, 32)).plan(seqs, plenty()), 2)->length, 62);
+}
+
+TEST(ElasticScheduler, PrefillGetsItsFloorWhenDecodeTokensUseTheWholeBudget) {
+  SchedulerOptions o = options(/*budget=*/64, /*micro=*/32);
+  ElasticScheduler s(o);
+  std::vector<SeqView> seqs;
+  for (int i = 0; i < 80; ++i) seqs.push_back(running(kSilver, 11, 10, i));
+  seqs.push_back(running(kSilver, 500, 0, 100));
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 80), nullptr);
+  EXPECT_EQ(task_of(d, 80)->length, 16);  // prefill_floor 0.25 of 64
+  o.prefill_floor = 0;
+  // Without a floor the prompt gets the single token every step grants.
+  EXPECT_EQ(task_of(ElasticScheduler(o).plan(seqs, plenty()), 80)->length, 1);
+}
+
+TEST(ElasticScheduler, AShortPromptLongerThanAMicroTaskStillGoesFirstWhenTheStepFinishesIt) {
+  ElasticScheduler s(options(/*budget=*/512, /*micro=*/128));
+  std::vector<SeqView> seqs = {running(kGold, 5000, 0, 1), running(kSilver, 300, 0, 2)};
+  StepDecision d = s.plan(seqs, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 300);
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 212);
+  // A prompt the step cannot finish is not a finisher: the gold one comes first.
+  std::vector<SeqView> longer = {running(kGold, 5000, 0, 1), running(kSilver, 600, 0, 2)};
+  StepDecision e = s.plan(longer, plenty());
+  ASSERT_NE(task_of(e, 0), nullptr);
+  EXPECT_EQ(task_of(e, 0)->length, 512);
+  EXPECT_EQ(task_of(e, 1), nullptr);
+}
+
+TEST(ElasticScheduler, ALongPromptLeftWithoutServiceAgesPastFreshShortOnes) {
+  ElasticScheduler s(options(/*budget=*/64, /*micro=*/32));
+  auto long_prompt = [](double waited_s) {
+    SeqView v = running(kSilver, 5000, 0, 1);
+    v.waited_s = waited_s;
+    return v;
+  };
+  // Two seconds without service: fresh short prompts still come first (finisher_lead 100 points
+  // at 10 points per second is 10 seconds' lead).
+  StepDecision soon =
+      s.plan({long_prompt(2), running(kSilver, 40, 0, 2), running(kSilver, 40, 0, 3)}, plenty());
+  ASSERT_NE(task_of(soon, 1), nullptr);
+  EXPECT_EQ(task_of(soon, 1)->length, 40);
+  EXPECT_EQ(task_of(soon, 0), nullptr);  // the second short one took the rest (24 tokens)
+  // Eleven seconds: the long prompt has aged past them and takes the budget.
+  StepDecision late =
+      s.plan({long_prompt(11), running(kSilver, 40, 0, 2), running(kSilver, 40, 0, 3)}, plenty());
+  ASSERT_NE(task_of(late, 0), nullptr);
+  EXPECT_EQ(task_of(late, 0)->length, 64);
+}
+
+TEST(ElasticScheduler, GoldAdmissionLooksPastAQueuedRequestThatCannotGetASlot) {
+  ElasticScheduler s(options(512, 128, /*max_batch=*/2));
+  // The aged silver request ranks first but may not preempt; the gold one behind it may.
+  std::vector<SeqView> seqs = {running(kBronze, 20, 19, 1), running(kBronze, 20, 19, 2),
+                               queued(kSilver, 10, 3, /*waited_s=*/10), queued(kGold, 10, 4)};
+  StepDecision d = s.plan(seqs, plenty());
+  EXPECT_TRUE(contains(d.admit, 3));
+  EXPECT_FALSE(contains(d.admit, 2));
+  ASSERT_EQ(d.preempt.size(), 1u);
+}
+
+TEST(ElasticScheduler, SetStepCostReplacesTheConfiguredOne) {
+  ElasticScheduler s(options(/*budget=*/16, /*micro=*/16));
+  s.set_step_cost(100, 0);
+  StepDecision d = s.plan({running(kSilver, 5000, 0, 1)}, plenty());
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 100);
+  EXPECT_THROW(s.set_step_cost(0, 0), Error);
+  EXPECT_THROW(s.set_step_cost(10, -1), Error);
 }
 
 TEST(ElasticScheduler, RejectsNegativePositionCost) {

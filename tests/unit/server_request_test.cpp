@@ -296,5 +296,30 @@ TEST(ResponseFormat, ChatStreamEndsWithUsageChunkWhenAsked) {
   EXPECT_EQ(sse_event({{"a", 1}}), "data: {\"a\":1}\n\n");
 }
 
+// The chat page shows each answer's plan and timings: k25 adds them to OpenAI's shapes, on the
+// whole response and on the chunk with the finish reason (not on the usage chunk).
+TEST(ResponseFormat, ChatResponsesCarryTimingsAndFlash) {
+  ResponseContext ctx;
+  ctx.flavor = ApiFlavor::Chat;
+  ctx.include_usage = true;
+  ctx.flash_level = 1;
+  GenerationOutcome o;
+  o.ttft_ms = 2.5;
+  o.total_ms = 9;
+  nlohmann::json whole = full_response(ctx, o);
+  EXPECT_EQ(whole["timings"]["ttft_ms"], 2.5);
+  EXPECT_EQ(whole["timings"]["total_ms"], 9);
+  EXPECT_EQ(whole["flash"]["plan"], "full");
+  EXPECT_EQ(whole["flash"]["level"], 1);
+  std::vector<nlohmann::json> last = stream_final_chunks(ctx, o);
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0]["timings"]["ttft_ms"], 2.5);
+  EXPECT_EQ(last[0]["flash"]["plan"], "full");
+  EXPECT_FALSE(last[1].contains("flash"));
+  EXPECT_FALSE(stream_text_chunk(ctx, "x", nullptr).contains("timings"));
+  ctx.flavor = ApiFlavor::Completions;
+  EXPECT_EQ(full_response(ctx, o)["timings"]["total_ms"], 9);
+}
+
 }  // namespace
 }  // namespace k25

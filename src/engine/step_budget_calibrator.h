@@ -1,0 +1,46 @@
+// The step budget measured, not assumed: fits each engine step's wall time to the work it held,
+//   ms = fixed_ms + per_token_ms * tokens + per_position_ms * positions
+// (positions: the sum of the context positions of the step's tokens, the part attention grows
+// with), by least squares with exponential forgetting, so the fit follows the machine it runs on
+// (its ISA, its memory, other load). A target step time then gives the scheduler's
+// step_token_budget and position_cost (SchedulerOptions): a step of budget B at cost
+// tokens + position_cost * positions takes about target_ms.
+#pragma once
+
+#include <array>
+#include <optional>
+
+namespace k25 {
+
+struct StepCalibration {
+  int step_token_budget = 0;
+  double position_cost = 0;
+  double fixed_ms = 0;      // weights read once per step, thread start-up, ...
+  double per_token_ms = 0;  // per token at position 0
+};
+
+struct CalibratorOptions {
+  double target_step_ms = 250;
+  double forgetting = 0.97;  // weight of the past per observed step (about 33 steps of memory)
+  int min_steps = 6;         // steps seen before the fit is trusted
+  double prior_position_cost = 0;  // used while the steps seen cannot separate the two costs
+  int min_budget = 16;
+  int max_budget = 1 << 16;
+};
+
+class StepBudgetCalibrator {
+ public:
+  explicit StepBudgetCalibrator(CalibratorOptions options);  // throws on a bad option
+  void observe(int tokens, double positions, double ms);
+  // Empty until min_steps steps were seen, or while the fit is degenerate (no time per token).
+  std::optional<StepCalibration> calibration() const;
+
+ private:
+  CalibratorOptions options_;
+  int n_steps_ = 0;
+  // Weighted normal equations of the fit over the features (1, tokens, positions).
+  std::array<std::array<double, 3>, 3> xtx_{};
+  std::array<double, 3> xty_{};
+};
+
+}  // namespace k25
