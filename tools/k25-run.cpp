@@ -13,6 +13,7 @@
 #include "engine/embedding_batch.h"
 #include "model/generate.h"
 #include "model/gguf.h"
+#include "model/json_schema_grammar.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "tokenizer/chat_prompt.h"
@@ -60,6 +61,7 @@ struct GenerateArgs {
   bool json_out = false, ignore_eos = false;
   std::vector<std::string> stop;
   std::string kv_dtype = "f32";
+  std::string grammar_file, json_schema_file;  // constrained decoding
 };
 
 int run_generate(const GenerateArgs& a, bool has_seed) {
@@ -80,6 +82,16 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   options.ignore_eos = a.ignore_eos;
   options.stop = a.stop;
   options.kv_dtype = k25::parse_kv_dtype(a.kv_dtype, "--kv-cache-dtype");
+  if (!a.grammar_file.empty()) options.grammar = k25::compile_gbnf(read_file(a.grammar_file));
+  if (!a.json_schema_file.empty()) {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(read_file(a.json_schema_file));
+    } catch (const nlohmann::ordered_json::exception& e) {
+      k25::fail(a.json_schema_file, ": not JSON: ", e.what());
+    }
+    options.grammar = k25::compile_json_schema(schema);
+  }
   auto on_text = [&](const std::string& text) {
     if (!a.json_out) {
       std::fwrite(text.data(), 1, text.size(), stdout);
@@ -312,6 +324,10 @@ int main(int argc, char** argv) {
   gen->add_flag("--json", g.json_out, "print one JSON object");
   gen->add_flag("--ignore-eos", g.ignore_eos, "do not stop at end-of-generation tokens");
   gen->add_option("--kv-cache-dtype", g.kv_dtype, kKvDtypeHelp)->capture_default_str();
+  auto* grammar_opt =
+      gen->add_option("--grammar", g.grammar_file, "constrain the output to a GBNF grammar file");
+  gen->add_option("--json-schema", g.json_schema_file, "constrain the output to a JSON schema file")
+      ->excludes(grammar_opt);
 
   std::string model, text, file;
   int n_ctx = 512, threads = default_threads(), top = 8;

@@ -6,6 +6,7 @@
 #include "engine/step_cost.h"
 #include "kv/shared_kv_namespace.h"
 #include "kv/stacked_prefix_tier.h"
+#include "model/grammar_sampling.h"
 #include "model/kv_cache.h"
 #include "util/error.h"
 
@@ -42,6 +43,7 @@ struct Engine::Sequence {
   GenerationRequest request;
   EventCallback on_event;
   Sampler sampler;
+  std::optional<GrammarMatcher> grammar;  // when the request has one
   StopMatcher stop_matcher;
   Utf8StreamDecoder utf8;
   std::vector<TokenId> tokens;  // prompt, then generated tokens
@@ -292,6 +294,15 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   try {
     seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab,
                                      model_.config().dim);
+    if (seq->request.grammar) {
+      std::vector<TokenId> end_tokens = seq->request.stop_tokens;
+      if (!seq->request.ignore_eos) {
+        const auto& eog = grammar_vocabulary_.get(model_.tokenizer())->end_of_generation();
+        end_tokens.insert(end_tokens.end(), eog.begin(), eog.end());
+      }
+      seq->grammar.emplace(seq->request.grammar, grammar_vocabulary_.get(model_.tokenizer()),
+                           std::move(end_tokens));
+    }
   } catch (const Error& e) {
     return {SubmitStatus::Invalid, 0, e.what()};
   }
@@ -872,14 +883,18 @@ void Engine::on_logits(Sequence& seq, float* logits) {
   const Tokenizer& tokenizer = model_.tokenizer();
   const int n_vocab = model_.config().n_vocab;
   GenerationEvent event;
+  const auto sample = [&] {
+    return seq.grammar ? sample_constrained(seq.sampler, *seq.grammar, logits, n_vocab, seq.tokens)
+                       : seq.sampler.sample(logits, seq.tokens);
+  };
   if (seq.request.top_logprobs >= 0) {
     // The sampler rewrites logits in place; logprobs are of the raw distribution.
     std::vector<float> raw(logits, logits + n_vocab);
-    TokenId token = seq.sampler.sample(logits, seq.tokens);
+    TokenId token = sample();
     event.logprobs = compute_logprobs(raw.data(), n_vocab, token, seq.request.top_logprobs);
     event.token = token;
   } else {
-    event.token = seq.sampler.sample(logits, seq.tokens);
+    event.token = sample();
   }
   const Clock::time_point now = Clock::now();
   if (!seq.has_first_token) {
@@ -909,6 +924,10 @@ void Engine::on_logits(Sequence& seq, float* logits) {
     seq.stop_string_matched = true;
     seq.matched_stop = std::move(matched.stop);
     finish(seq, FinishReason::Stop);
+    return;
+  }
+  if (seq.grammar && seq.grammar->is_complete()) {
+    finish(seq, FinishReason::Stop);  // nothing may follow: the output is whole
     return;
   }
   if (seq.n_generated >= seq.request.max_tokens ||

@@ -25,6 +25,7 @@
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
 #include "kv/redis_prefix_tier.h"
+#include "model/grammar_vocabulary.h"
 #include "model/model.h"
 
 namespace k25 {
@@ -175,6 +176,7 @@ class Engine {
   void publish_stats();
 
   Model& model_;
+  LazyGrammarVocabulary grammar_vocabulary_;  // built for the first request with a grammar
   EngineOptions options_;
   int context_size_;
   ElasticScheduler scheduler_;

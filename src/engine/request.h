@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/compute_plan.h"
+#include "model/grammar.h"
 #include "model/pooling.h"
 #include "model/sampler.h"
 #include "model/tokenizer.h"
@@ -40,6 +41,9 @@ struct GenerationRequest {
   // R-KV4: the conversation this request continues ("" = none). Prefix reuse works by content
   // either way; a session's cached pages are kept in preference to others.
   std::string session_id;
+  // Constrained decoding: every token keeps the output a prefix of this grammar, end tokens come
+  // only where it may end, and the output ends (stop) once it is complete. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
   // Set: an embedding request (/v1/embeddings). The prompt runs through the whole model (prefill
   // only; no compute plan, no adaptive pruning), no token is generated and the Finished event
   // carries the pooled, L2-normalised final hidden state. max_tokens and sampling are unused.

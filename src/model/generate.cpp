@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
+#include "model/grammar_sampling.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -35,6 +37,12 @@ GenerateResult generate(Model& model, ThreadPool& pool, const std::vector<TokenI
   }
   auto kv = model.make_kv_cache(options.kv_dtype);
   Sampler sampler(options.sampling, c.n_vocab);
+  std::optional<GrammarMatcher> grammar;
+  if (options.grammar) {
+    auto vocabulary = std::make_shared<const GrammarVocabulary>(tok);
+    grammar.emplace(options.grammar, vocabulary,
+                    options.ignore_eos ? std::vector<TokenId>{} : vocabulary->end_of_generation());
+  }
   Utf8StreamDecoder utf8;
   StopMatcher stops(options.stop);
   std::vector<float> logits(c.n_vocab);
@@ -66,7 +74,9 @@ GenerateResult generate(Model& model, ThreadPool& pool, const std::vector<TokenI
       const BatchToken next{history.back(), static_cast<int>(history.size()) - 1, 0, true};
       model.forward({next}, *kv, logits.data(), pool);
     }
-    const TokenId token = sampler.sample(logits.data(), history);
+    const TokenId token =
+        grammar ? sample_constrained(sampler, *grammar, logits.data(), c.n_vocab, history)
+                : sampler.sample(logits.data(), history);
     history.push_back(token);
     result.tokens.push_back(token);
     if (!options.ignore_eos && tok.is_end_of_generation(token)) {
@@ -78,6 +88,10 @@ GenerateResult generate(Model& model, ThreadPool& pool, const std::vector<TokenI
     if (r.stopped) {
       result.finish_reason = "stop";
       hit_stop_string = true;
+      break;
+    }
+    if (grammar && grammar->is_complete()) {
+      result.finish_reason = "stop";
       break;
     }
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/grammar.h"
 #include "model/model.h"
 #include "model/sampler.h"
 
@@ -18,6 +19,9 @@ struct GenerateOptions {
   std::vector<std::string> stop;
   int prefill_chunk = 512;           // prompt tokens per forward call
   KvDtype kv_dtype = KvDtype::kF32;  // element type of the KV cache's rows
+  // Constrained decoding (grammar_matcher.h): the output stays in the grammar and ends ("stop")
+  // when it is complete. Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
 };
 
 struct GenerateResult {

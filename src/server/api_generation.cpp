@@ -185,6 +185,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   request.stop.insert(request.stop.end(), parsed.stop.begin(), parsed.stop.end());
   request.top_logprobs = parsed.top_logprobs;
   request.ignore_eos = parsed.ignore_eos;
+  request.grammar = parsed.grammar;
   request.priority = sla_priority(hints.sla);
   // R-KV4: the x-session-id header names the session for every endpoint and wins over the body.
   request.session_id = parsed.session_id;

@@ -7,6 +7,7 @@
 #include "server/api_error.h"
 #include "server/chat_messages.h"
 #include "server/json_fields.h"
+#include "server/grammar_request.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -224,6 +225,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
   }
   out.pruning_off = pruning == "off";
   out.ignore_eos = get_bool(body, "ignore_eos", false);
+  out.grammar = parse_grammar_fields(flavor, body, text);
   if (const json* options = field(body, "stream_options")) {
     if (!options->is_object()) wrong_type("stream_options", "an object");
     out.include_usage = get_bool(*options, "include_usage", false);

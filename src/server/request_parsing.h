@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/grammar.h"
 #include "model/sampler.h"
 #include "server/tool_request.h"
 
@@ -53,6 +54,9 @@ struct ParsedRequest {
   // R-KV4: /generate's "session_id", OpenAI's "user" (the server also reads x-session-id).
   std::string session_id;
   bool pruning_off = false;  // "pruning": "off" (R-PR5: the request runs the full model)
+  // Constrained decoding (server/grammar_request.h): response_format, or /generate's "grammar"
+  // and "json_schema". Null: unconstrained.
+  std::shared_ptr<const Grammar> grammar;
   ToolRequest tools;         // Chat: tools, tool_choice, parallel_tool_calls
 };
 

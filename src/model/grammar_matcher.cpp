@@ -1,0 +1,176 @@
+#include "model/grammar_matcher.h"
+
+#include <algorithm>
+
+#include "util/error.h"
+
+namespace k25 {
+
+namespace {
+// More parse stacks than this at once means a wildly ambiguous grammar: refuse it rather than
+// slow the engine down for every request.
+constexpr size_t kMaxHeads = 4096;
+constexpr size_t kMaxCachedMasks = 64;
+
+void sort_unique(std::vector<uint32_t>& v) {
+  if (v.size() < 2) return;
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+}  // namespace
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
+                               std::shared_ptr<const GrammarVocabulary> vocabulary,
+                               std::vector<TokenId> end_tokens)
+    : grammar_(std::move(grammar)),
+      vocabulary_(std::move(vocabulary)),
+      end_tokens_(std::move(end_tokens)) {
+  nodes_.push_back({});  // kRoot
+  std::sort(end_tokens_.begin(), end_tokens_.end());
+  for (uint32_t start : grammar_->rules[grammar_->root].alternatives) closure(start, kRoot, heads_);
+  sort_unique(heads_);
+  levels_.resize(vocabulary_->max_depth() + 1);
+}
+
+uint32_t GrammarMatcher::intern(uint32_t pos, uint32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(pos) << 32) | parent;
+  auto [it, added] = node_index_.emplace(key, static_cast<uint32_t>(nodes_.size()));
+  if (added) nodes_.push_back({pos, parent});
+  return it->second;
+}
+
+void GrammarMatcher::closure(uint32_t pos, uint32_t parent, std::vector<uint32_t>& out) {
+  const std::vector<GrammarElement>& elements = grammar_->elements;
+  work_.clear();
+  visited_.clear();
+  work_.emplace_back(pos, parent);
+  while (!work_.empty()) {
+    const auto [p, up] = work_.back();
+    work_.pop_back();
+    if (!visited_.insert((static_cast<uint64_t>(p) << 32) | up).second) continue;
+    const GrammarElement& e = elements[p];
+    switch (e.kind) {
+      case GrammarElement::Kind::End:
+        if (up == kRoot) {
+          out.push_back(kAccept);
+        } else {
+          work_.emplace_back(nodes_[up].pos, nodes_[up].parent);
+        }
+        break;
+      case GrammarElement::Kind::Bytes:
+        out.push_back(intern(p, up));
+        break;
+      case GrammarElement::Kind::Rule: {
+        // A call in tail position returns straight to our parent: repetitions written as right
+        // recursion (x* becomes r ::= x r | "") run in constant stack depth.
+        const uint32_t resume =
+            elements[p + 1].kind == GrammarElement::Kind::End ? up : intern(p + 1, up);
+        for (uint32_t start : grammar_->rules[e.index].alternatives)
+          work_.emplace_back(start, resume);
+        break;
+      }
+    }
+  }
+}
+
+std::pair<uint32_t, uint32_t> GrammarMatcher::successors(uint32_t node) {
+  if (nodes_[node].successors_begin == kNotComputed) {
+    std::vector<uint32_t> next;
+    closure(nodes_[node].pos + 1, nodes_[node].parent, next);
+    sort_unique(next);
+    nodes_[node].successors_begin = static_cast<uint32_t>(successors_.size());
+    successors_.insert(successors_.end(), next.begin(), next.end());
+    nodes_[node].successors_end = static_cast<uint32_t>(successors_.size());
+  }
+  return {nodes_[node].successors_begin, nodes_[node].successors_end};
+}
+
+void GrammarMatcher::advance(const std::vector<uint32_t>& from, uint8_t byte,
+                             std::vector<uint32_t>& to) {
+  to.clear();
+  size_t matched = 0;
+  for (uint32_t node : from) {
+    if (node == kAccept) continue;
+    const GrammarElement& e = grammar_->elements[nodes_[node].pos];
+    if (!grammar_->byte_sets[e.index].has(byte)) continue;
+    const auto [begin, end] = successors(node);
+    to.insert(to.end(), successors_.begin() + begin, successors_.begin() + end);
+    ++matched;
+  }
+  if (matched > 1) sort_unique(to);
+  if (to.size() > kMaxHeads) {
+    fail("grammar: more than ", kMaxHeads, " parse stacks at once; the grammar is too ambiguous");
+  }
+}
+
+bool GrammarMatcher::walk(std::string_view bytes, std::vector<uint32_t>& state) {
+  walk_a_ = heads_;
+  for (char c : bytes) {
+    advance(walk_a_, static_cast<uint8_t>(c), walk_b_);
+    if (walk_b_.empty()) return false;
+    walk_a_.swap(walk_b_);
+  }
+  state.swap(walk_a_);
+  return true;
+}
+
+bool GrammarMatcher::is_end_token(TokenId token) const {
+  return std::binary_search(end_tokens_.begin(), end_tokens_.end(), token);
+}
+
+bool GrammarMatcher::allows(TokenId token) {
+  if (ended_) return false;
+  if (is_end_token(token)) return can_end();
+  if (token < 0 || token >= vocabulary_->n_vocab()) return false;
+  const std::string& piece = vocabulary_->piece(token);
+  return !piece.empty() && walk(piece, walk_result_);
+}
+
+void GrammarMatcher::accept(TokenId token) {
+  if (!ended_ && is_end_token(token) && can_end()) {
+    ended_ = true;
+    heads_ = {kAccept};
+    return;
+  }
+  if (!allows(token) || is_end_token(token)) fail("grammar: token ", token, " is not allowed here");
+  heads_.swap(walk_result_);
+}
+
+bool GrammarMatcher::accept_bytes(std::string_view bytes) {
+  if (ended_ || !walk(bytes, walk_result_)) return false;
+  heads_.swap(walk_result_);
+  return true;
+}
+
+const std::vector<uint64_t>& GrammarMatcher::allowed_tokens() {
+  if (ended_) fail("grammar: the output has already ended");
+  if (auto it = mask_cache_.find(heads_); it != mask_cache_.end()) return it->second;
+  if (mask_cache_.size() >= kMaxCachedMasks) mask_cache_.clear();
+  std::vector<uint64_t> bits((static_cast<size_t>(vocabulary_->n_vocab()) + 63) / 64, 0);
+  const auto set = [&](TokenId t) { bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
+  {
+    if (can_end())
+      for (TokenId t : end_tokens_)
+        if (t >= 0 && t < vocabulary_->n_vocab()) set(t);
+    // Depth-first over the trie; levels_[d] is the state after the first d bytes of the
+    // current branch. A branch the grammar refuses is skipped whole.
+    const std::vector<GrammarVocabulary::TrieNode>& trie = vocabulary_->trie();
+    const std::vector<TokenId>& tokens = vocabulary_->trie_tokens();
+    levels_[0] = heads_;
+    for (size_t i = 1; i < trie.size();) {
+      const GrammarVocabulary::TrieNode& node = trie[i];
+      std::vector<uint32_t>& state = levels_[node.depth];
+      advance(levels_[node.depth - 1], node.byte, state);
+      if (state.empty()) {
+        i = node.subtree_end;
+        continue;
+      }
+      for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k)
+        if (!is_end_token(tokens[k])) set(tokens[k]);
+      ++i;
+    }
+  }
+  return mask_cache_.emplace(heads_, std::move(bits)).first->second;
+}
+
+}  // namespace k25
