@@ -14,17 +14,18 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 // Models without a template (stories260K): ChatML when the vocabulary has its tokens, else
-// "role: content" lines ending with "assistant:" (and "\nuser:" stops the answer).
+// "role: content" lines ending with "assistant:" (and "\nuser:" stops the answer). Content may
+// be a string, text parts, or null (an assistant turn of only tool calls).
 constexpr const char* kChatMlFallback =
     "{% for m in messages %}<|im_start|>{{ m.role }}\n"
-    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% "
-    "endfor %}"
+    "{% if m.content is string %}{{ m.content }}{% elif m.content %}{% for p in m.content %}"
+    "{{ p.text }}{% endfor %}"
     "{% endif %}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% "
     "endif %}";
 constexpr const char* kPlainFallback =
     "{% for m in messages %}{{ m.role }}: "
-    "{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{{ p.text }}{% "
-    "endfor %}"
+    "{% if m.content is string %}{{ m.content }}{% elif m.content %}{% for p in m.content %}"
+    "{{ p.text }}{% endfor %}"
     "{% endif %}{{ '\\n' }}{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
 
 std::string token_text(const Tokenizer& t, TokenId id) {
