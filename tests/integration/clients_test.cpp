@@ -64,5 +64,20 @@ TEST_F(Clients, OpenAiEmbeddings) {
   EXPECT_CLIENT_PASSES("openai_embeddings.mjs", server_args());
 }
 
+// messages.create, messages.stream (every event type, text and finalMessage), countTokens,
+// a missing max_tokens (400 in Anthropic's error shape).
+TEST_F(Clients, AnthropicMessagesAndStreaming) {
+  const std::string missing = missing_node_package("@anthropic-ai/sdk");
+  ASSERT_TRUE(missing.empty()) << missing;
+  EXPECT_CLIENT_PASSES("anthropic_messages.mjs", server_args());
+}
+
+// generateText + Output.object with a zod schema (response_format json_schema, strict).
+TEST_F(Clients, VercelAiSdkStructuredObject) {
+  const std::string missing = missing_node_package("ai");
+  ASSERT_TRUE(missing.empty()) << missing;
+  EXPECT_CLIENT_PASSES("ai_sdk_object.mjs", server_args());
+}
+
 }  // namespace
 }  // namespace k25::testing
