@@ -6,8 +6,8 @@
 
 #include "server/api_error.h"
 #include "server/chat_messages.h"
-#include "server/json_fields.h"
 #include "server/grammar_request.h"
+#include "server/json_fields.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -150,10 +150,14 @@ void get_choices(const json& body, const RequestDefaults& d, ParsedRequest& out)
 void get_chat_fields(std::string_view text, const json& body, ParsedRequest& out) {
   if (!field(body, "messages"))
     throw_bad_request("'messages' is required", "messages", "missing_field");
+  // The tool checks first: their messages name the exact index and field.
+  if (const json* messages = field(body, "messages"); messages->is_array()) {
+    check_tool_messages(*messages);
+  }
+  out.tools = parse_tool_request(body);
   const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
   out.messages = ordered["messages"];
   validate_chat_messages(out.messages);
-  check_tool_messages(body["messages"]);
   if (ordered.contains("tools")) out.tool_specs = ordered["tools"];
   validate_chat_tools(out.tool_specs);
   if (ordered.contains("chat_template_kwargs") && !ordered["chat_template_kwargs"].is_null()) {
@@ -255,7 +259,6 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
         throw_bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs", "invalid_value");
       }
       out.top_logprobs = logprobs ? top : -1;
-      out.tools = parse_tool_request(body);
       break;
     }
     case ApiFlavor::Messages:
