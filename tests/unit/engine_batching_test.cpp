@@ -2,39 +2,12 @@
 // prefill chunks and decode tokens) get exactly the tokens each gets alone.
 #include <gtest/gtest.h>
 
-#include <condition_variable>
-#include <mutex>
-
 #include "engine/engine.h"
 #include "test_paths.h"
+#include "token_collector.h"
 
 namespace k25 {
 namespace {
-
-class Tokens {
- public:
-  EventCallback callback() {
-    return [this](const GenerationEvent& e) {
-      std::lock_guard lock(mutex_);
-      if (e.kind == GenerationEvent::Kind::Token) tokens_.push_back(e.token);
-      if (e.kind == GenerationEvent::Kind::Finished) {
-        done_ = true;
-        cv_.notify_all();
-      }
-    };
-  }
-  std::vector<TokenId> wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    return tokens_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::vector<TokenId> tokens_;
-};
 
 GenerationRequest greedy(const Model& model, const std::string& text, int max_tokens) {
   GenerationRequest r;
@@ -65,13 +38,13 @@ TEST_P(EngineBatching, ConcurrentGreedyRequestsGiveTheTokensEachGivesAlone) {
   {
     Engine engine(*model, options);
     for (const std::string& p : prompts) {
-      Tokens t;
+      TokenCollector t;
       engine.submit(greedy(*model, p, 40), t.callback());
       alone.push_back(t.wait());
     }
   }
   Engine engine(*model, options);
-  std::vector<Tokens> together(prompts.size());
+  std::vector<TokenCollector> together(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(engine.submit(greedy(*model, prompts[i], 40), together[i].callback()).status,
               SubmitStatus::Accepted);
@@ -96,7 +69,7 @@ TEST(EngineAdaptivePruning, Level3AdaptsEvery32TokensAndIsDeterministic) {
     r.ignore_eos = true;
     r.plan = plan;
     r.adaptive_pruning = adaptive;
-    Tokens t;
+    TokenCollector t;
     engine.submit(r, t.callback());
     std::vector<TokenId> tokens = t.wait();
     return std::make_pair(tokens, engine.stats().adaptive_updates.load());

@@ -4,39 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 
 #include "engine/engine.h"
 #include "test_paths.h"
+#include "token_collector.h"
 
 namespace k25 {
 namespace {
-
-class Collected {
- public:
-  EventCallback callback() {
-    return [this](const GenerationEvent& e) {
-      std::lock_guard lock(mutex_);
-      if (e.kind == GenerationEvent::Kind::Token) tokens_.push_back(e.token);
-      if (e.kind == GenerationEvent::Kind::Finished) {
-        done_ = true;
-        cv_.notify_all();
-      }
-    };
-  }
-  std::vector<TokenId> wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return done_; });
-    return tokens_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::vector<TokenId> tokens_;
-};
 
 GenerationRequest request(const Model& model, const std::string& text, int variant) {
   GenerationRequest r;
@@ -63,13 +37,13 @@ TEST(EngineSampling, PenaltiesAndLogitBiasAreBatchInvariant) {
   {
     Engine engine(*model, options);
     for (size_t i = 0; i < prompts.size(); ++i) {
-      Collected c;
+      TokenCollector c;
       engine.submit(request(*model, prompts[i], static_cast<int>(i)), c.callback());
       alone.push_back(c.wait());
     }
   }
   Engine engine(*model, options);
-  std::vector<Collected> together(prompts.size());
+  std::vector<TokenCollector> together(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
     ASSERT_EQ(
         engine.submit(request(*model, prompts[i], static_cast<int>(i)), together[i].callback())
