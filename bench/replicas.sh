@@ -17,6 +17,8 @@ usage() {
 usage: bench/replicas.sh [--bin DIR] [--out DIR] [--sessions N] [--history N] [--turns N]
                          [--think-s S] [--concurrency N] [--threads N] (per replica)
                          [--redis-maxmemory SIZE] [--runs LIST] (of single,a,b,c,d,e,a-kill)
+                         [--server-args "ARGS"] (more k25-server flags for every replica,
+                                                 e.g. "--target-step-ms 200")
 USAGE
 }
 
@@ -31,6 +33,7 @@ threads=1
 maxmemory=2gb
 runs=single,a,b,c,d,e,a-kill
 turn_tokens=32
+server_args=""
 max_tokens=32
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -44,6 +47,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --redis-maxmemory) maxmemory="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --server-args) server_args="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -57,6 +61,7 @@ l2_mb=$(( sessions * (history * 5 / 4 + turns * (turn_tokens + max_tokens + 16))
 wants() { [[ ",$runs," == *",$1,"* ]]; }
 echo "== replicas: $sessions sessions x ~$history tokens, $turns turns, think ${think}s," \
   "concurrency $concurrency; 2 replicas x $threads thread(s), L2 ${l2_mb} MiB each;" \
+  "server flags: ${server_args:-none};" \
   "Redis: maxmemory $maxmemory allkeys-lru, no persistence; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 pids=()
@@ -78,7 +83,7 @@ start_replica() {  # var-prefix threads [extra...]
   local port; port=$(free_port)
   "$bin/k25-server" --model "$model" --threads "$t" --port "$port" \
     --max-batch-size "$concurrency" --ctx-size "$ctx" --l2-cache-size-mb "$l2_mb" \
-    --log-requests false "$@" > "$out/$name.log" 2>&1 &
+    --log-requests false $server_args "$@" > "$out/$name.log" 2>&1 &
   local pid=$!; pids+=("$pid")
   wait_ready "http://127.0.0.1:$port" "$pid"
   eval "${name}_port=$port ${name}_pid=$pid"

@@ -10,8 +10,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "redis_process.h"
 #include "server_process.h"
@@ -257,6 +259,140 @@ TEST(SharedTier, ARedisClusterOfThreeNodesWorksTheSame) {
   for (const auto& node : cluster.nodes()) {
     EXPECT_GT(std::stoi(node->cli("DBSIZE")), 0) << node->endpoint();
   }
+  EXPECT_EQ(metric(b.port(), "k25_shared_kv_errors_total"), 0);
+}
+
+// A file holding `password` (flash_scheduler.redis_password_file), removed with the test.
+class PasswordFile {
+ public:
+  explicit PasswordFile(const std::string& password)
+      : path_(std::filesystem::temp_directory_path() /
+              ("k25-redis-pw-" + std::to_string(getpid()) + "-" + password)) {
+    std::ofstream(path_) << password << "\n";
+  }
+  ~PasswordFile() { std::filesystem::remove(path_); }
+  std::string path() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Turn 1 on A, turn 2 on B through a Redis that needs credentials.
+void expect_shared_with_credentials(const std::string& url, const std::string& password_file,
+                                    const std::string& session) {
+  const std::vector<std::string> auth = {"--redis-password-file", password_file};
+  ServerProcess a(replica_args(url, auth)), b(replica_args(url, auth));
+  const std::string prompt = story(30);
+  const Turn first = complete(a.port(), prompt, session);
+  ASSERT_EQ(first.status, 200) << first.error;
+  expect_turn2_found_in_redis(first, complete(b.port(), follow_up(prompt, first), session));
+  EXPECT_EQ(metric(b.port(), "k25_shared_kv_errors_total"), 0);
+}
+
+TEST(SharedTier, AuthWithThePasswordOfTheDefaultUser) {
+  RedisProcess redis({"--requirepass", "default-secret"});
+  ASSERT_NE(redis.cli("SET probe x").find("NOAUTH"), std::string::npos);
+  const PasswordFile password("default-secret");
+  expect_shared_with_credentials(redis.url(), password.path(), "auth-default");
+}
+
+TEST(SharedTier, AuthAsAnAclUserNamedInTheUrl) {
+  // The default user may only PING: every page command needs the k25 user's AUTH.
+  RedisProcess redis({"--user", "default", "on", "nopass", "-@all", "+ping", "--user", "k25", "on",
+                      ">acl-secret", "~*", "+@all"});
+  ASSERT_NE(redis.cli("SET probe x").find("NOPERM"), std::string::npos);
+  const PasswordFile password("acl-secret");
+  const std::string url = "redis://k25@" + redis.endpoint();
+  expect_shared_with_credentials(url, password.path(), "auth-acl");
+  EXPECT_GT(std::stoi(redis.cli("--user k25 --pass acl-secret --no-auth-warning DBSIZE")), 0);
+}
+
+TEST(SharedTier, AWrongPasswordDegradesToRecomputationAndIsCounted) {
+  RedisProcess redis({"--requirepass", "right-secret"});
+  const PasswordFile wrong("wrong-secret");
+  ServerProcess a(replica_args(redis.url(), {"--redis-password-file", wrong.path()}));
+  const std::string prompt = story(31);
+  const Turn first = complete(a.port(), prompt, "auth-wrong");
+  ASSERT_EQ(first.status, 200) << first.error;
+  const std::string turn2 = follow_up(prompt, first);
+  const Turn second = complete(a.port(), turn2, "auth-wrong");
+  ASSERT_EQ(second.status, 200) << second.error;
+  EXPECT_EQ(second.cached_redis, 0);
+  EXPECT_EQ(second.text, lone_answer(turn2));
+  EXPECT_GT(metric(a.port(), "k25_shared_kv_errors_total"), 0);
+  EXPECT_EQ(metric(a.port(), "k25_shared_kv_up"), 0);
+  EXPECT_NE(a.log().find("AUTH"), std::string::npos) << a.log();
+}
+
+// The lines of a redis-cli answer.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(line);
+  }
+  return out;
+}
+
+TEST(SharedTier, AClusterReshardedUnderTheReplicasIsFollowedThroughAskAndMoved) {
+  RedisCluster cluster(3);  // redis-cli --cluster create wants three masters
+  const RedisProcess& from = *cluster.nodes()[0];
+  const RedisProcess& to = *cluster.nodes()[1];
+  ServerProcess a(replica_args(cluster.url())), b(replica_args(cluster.url()));
+  // Two sessions' turn 1 on A, and one request on B so that it holds the slot map from now.
+  std::vector<std::string> turn2;
+  for (int s = 0; s < 2; ++s) {
+    const Turn first = complete(a.port(), story(40 + s), "rs" + std::to_string(s));
+    ASSERT_EQ(first.status, 200) << first.error;
+    turn2.push_back(follow_up(story(40 + s), first));
+  }
+  ASSERT_EQ(complete(b.port(), "Hello", "z").status, 200);
+  const std::string from_id = lines_of(from.cli("CLUSTER MYID")).at(0);
+  const std::string to_id = lines_of(to.cli("CLUSTER MYID")).at(0);
+  // Every slot of `from` that holds pages starts migrating to `to`; half its keys move now.
+  std::map<std::string, std::vector<std::string>> keys_by_slot;
+  for (const std::string& key : lines_of(from.cli("--scan"))) {
+    keys_by_slot[lines_of(from.cli("CLUSTER KEYSLOT " + key)).at(0)].push_back(key);
+  }
+  ASSERT_FALSE(keys_by_slot.empty());
+  for (const auto& [slot, keys] : keys_by_slot) {
+    ASSERT_NE(to.cli("CLUSTER SETSLOT " + slot + " IMPORTING " + from_id).find("OK"),
+              std::string::npos);
+    ASSERT_NE(from.cli("CLUSTER SETSLOT " + slot + " MIGRATING " + to_id).find("OK"),
+              std::string::npos);
+  }
+  auto migrate = [&](const std::string& key) {
+    ASSERT_NE(from.cli("MIGRATE 127.0.0.1 " + std::to_string(to.port()) + " " + key + " 0 5000")
+                  .find("OK"),
+              std::string::npos);
+  };
+  size_t moved = 0;
+  for (const auto& [slot, keys] : keys_by_slot) {
+    for (size_t i = 0; i < keys.size(); i += 2, ++moved) migrate(keys[i]);
+  }
+  ASSERT_GT(moved, 0u);
+  // Mid-migration: the keys still on `from` are read there, the moved ones through ASK.
+  const Turn mid = complete(b.port(), turn2[0], "rs0");
+  ASSERT_EQ(mid.status, 200) << mid.error;
+  EXPECT_GE(mid.cached, mid.prompt_tokens * 8 / 10);
+  EXPECT_EQ(mid.cached_redis, mid.cached);
+  EXPECT_EQ(mid.text, lone_answer(turn2[0]));
+  // The migration ends: every slot belongs to `to`, and B's slot map is stale (MOVED).
+  for (const auto& [slot, keys] : keys_by_slot) {
+    for (size_t i = 1; i < keys.size(); i += 2) migrate(keys[i]);
+    for (const RedisProcess* node : {&from, &to}) {
+      ASSERT_NE(node->cli("CLUSTER SETSLOT " + slot + " NODE " + to_id).find("OK"),
+                std::string::npos);
+    }
+  }
+  for (const auto& [slot, keys] : keys_by_slot) {
+    ASSERT_EQ(lines_of(from.cli("CLUSTER COUNTKEYSINSLOT " + slot)).at(0), "0") << slot;
+  }
+  const Turn after = complete(b.port(), turn2[1], "rs1");
+  ASSERT_EQ(after.status, 200) << after.error;
+  EXPECT_GE(after.cached, after.prompt_tokens * 8 / 10);
+  EXPECT_GT(after.cached_redis, 0);
+  EXPECT_EQ(after.text, lone_answer(turn2[1]));
   EXPECT_EQ(metric(b.port(), "k25_shared_kv_errors_total"), 0);
 }
 
