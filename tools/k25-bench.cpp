@@ -22,6 +22,7 @@
 #include "model/gguf.h"
 #include "model/tokenizer.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace {
 
@@ -38,14 +39,6 @@ struct Args {
   std::optional<double> slo_ttft_ms, slo_tpot_ms;
   bool no_ignore_eos = false, no_progress = false;
 };
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) k25::fail("--text ", path, ": cannot open file");
-  std::ostringstream data;
-  data << in.rdbuf();
-  return data.str();
-}
 
 void write_file(const std::string& path, const std::string& data, const char* what) {
   std::ofstream out(path, std::ios::binary);
@@ -110,9 +103,9 @@ int run(Args& a, bool concurrency_given) {
                     : k25::Tokenizer::from_gguf(*k25::GgufFile::open(a.tokenizer_model));
   }
   const std::string text_source = a.text_file.empty() ? "generated words" : a.text_file;
-  PromptBuilder builder(
-      a.text_file.empty() ? generated_words(20000, a.run.seed) : read_text(a.text_file),
-      tokenizer.get());
+  PromptBuilder builder(a.text_file.empty() ? generated_words(20000, a.run.seed)
+                                            : k25::read_text_file(a.text_file, "--text"),
+                        tokenizer.get());
   if (!builder.exact()) {
     std::fprintf(stderr,
                  "k25-bench: no --tokenizer-model: prompt lengths are approximate (words x 4/3)\n");

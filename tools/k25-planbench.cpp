@@ -14,6 +14,7 @@
 #include "engine/batched_bench.h"
 #include "flash/flash_planner.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace {
 
@@ -30,14 +31,6 @@ struct Row {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) k25::fail("cannot read --prompt-file ", path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // The plan Flash picks for a request of n_prompt tokens wanting n_generate, with a domain hint
@@ -89,10 +82,11 @@ int main(int argc, char** argv) {
   try {
     if (threads < 1 || reps < 1) k25::fail("--threads and --reps must be at least 1");
     auto model = k25::Model::load(model_path);
-    const std::string text = prompt_file.empty() ? std::string(
-                                                       "Once upon a time, there was a "
-                                                       "little girl named Lily.")
-                                                 : read_text(prompt_file);
+    const std::string text = prompt_file.empty()
+                                 ? std::string(
+                                       "Once upon a time, there was a "
+                                       "little girl named Lily.")
+                                 : k25::read_text_file(prompt_file, "--prompt-file");
     std::vector<Row> rows;
     rows.push_back({"full", 0, nullptr, 0, 0, {}, {}});
     const auto add = [&](const std::string& name, const k25::PlanDecision& d) {

@@ -18,6 +18,7 @@
 #include "model/perplexity.h"
 #include "tokenizer/chat_prompt.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace {
 
@@ -28,14 +29,6 @@ constexpr const char* kKvDtypeHelp = "element type of the stored K and V rows: f
 
 int default_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) k25::fail(path, ": cannot open file");
-  std::ostringstream data;
-  data << in.rdbuf();
-  return data.str();
 }
 
 // Text as JSON: invalid UTF-8 is replaced rather than aborting the dump.
@@ -72,7 +65,8 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   if (a.n_prompt > 0) {
     prompt = synthetic_prompt(tok, a.n_prompt);
   } else {
-    const std::string text = a.prompt_file.empty() ? a.prompt : read_file(a.prompt_file);
+    const std::string text =
+        a.prompt_file.empty() ? a.prompt : k25::read_text_file(a.prompt_file, "--file");
     prompt = tok.encode(text, true, false);
   }
   k25::GenerateOptions options;
@@ -82,11 +76,13 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   options.ignore_eos = a.ignore_eos;
   options.stop = a.stop;
   options.kv_dtype = k25::parse_kv_dtype(a.kv_dtype, "--kv-cache-dtype");
-  if (!a.grammar_file.empty()) options.grammar = k25::compile_gbnf(read_file(a.grammar_file));
+  if (!a.grammar_file.empty())
+    options.grammar = k25::compile_gbnf(k25::read_text_file(a.grammar_file, "--grammar"));
   if (!a.json_schema_file.empty()) {
     nlohmann::ordered_json schema;
     try {
-      schema = nlohmann::ordered_json::parse(read_file(a.json_schema_file));
+      schema =
+          nlohmann::ordered_json::parse(k25::read_text_file(a.json_schema_file, "--json-schema"));
     } catch (const nlohmann::ordered_json::exception& e) {
       k25::fail(a.json_schema_file, ": not JSON: ", e.what());
     }
@@ -124,7 +120,7 @@ int run_perplexity(const std::string& model_path, const std::string& file, int n
                    k25::KvDtype kv_dtype) {
   auto model = k25::Model::load(model_path);
   k25::ThreadPool pool(threads);
-  std::string text = read_file(file);
+  std::string text = k25::read_text_file(file, "perplexity text");
   if (!text.empty() && text.back() == '\n') text.pop_back();  // as llama-perplexity reads -f
   const std::vector<TokenId> tokens = model->tokenizer().encode(text, true, false);
   std::fprintf(stderr, "perplexity: %zu tokens, %zu chunks of %d\n", tokens.size(),
@@ -260,20 +256,12 @@ struct RenderTemplateArgs {
   std::vector<std::string> vars;  // NAME=JSON
 };
 
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) k25::fail("cannot read ", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Renders a chat template as transformers' apply_chat_template does; prints the text exactly.
 int run_render_template(const RenderTemplateArgs& a) {
   using ojson = nlohmann::ordered_json;
   ojson conversation;
   try {
-    conversation = ojson::parse(read_text_file(a.conversation_file));
+    conversation = ojson::parse(k25::read_text_file(a.conversation_file, "--conversation"));
   } catch (const ojson::exception& e) {
     k25::fail(a.conversation_file, ": not JSON: ", e.what());
   }
@@ -294,7 +282,8 @@ int run_render_template(const RenderTemplateArgs& a) {
       k25::fail("--var ", var.substr(0, eq), ": the value is not JSON");
     }
   }
-  const k25::ChatPromptTemplate tmpl(read_text_file(a.template_file), a.bos_token, a.eos_token);
+  const k25::ChatPromptTemplate tmpl(k25::read_text_file(a.template_file, "--template"),
+                                     a.bos_token, a.eos_token);
   const std::string text = tmpl.render(input).text;
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;

@@ -8,6 +8,7 @@
 #include "flash/fingerprint.h"
 #include "flash/simhash.h"
 #include "model/perplexity.h"
+#include "util/bits.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -144,10 +145,7 @@ ComputePlan plan_for_ratio(const ModelConfig& m, const std::vector<UnitCost>& un
 
 // splitmix64 for the gate's deterministic initial weights.
 float init_weight(uint64_t i) {
-  uint64_t x = i + 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  x ^= x >> 31;
+  const uint64_t x = splitmix64(i);
   return static_cast<float>(static_cast<double>(x >> 11) / 9007199254740992.0 - 0.5);
 }
 

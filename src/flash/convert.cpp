@@ -12,6 +12,7 @@
 #include "flash/gate.h"
 #include "model/gguf_convert.h"
 #include "util/error.h"
+#include "util/text_file.h"
 #include "util/thread_pool.h"
 
 namespace k25 {
@@ -20,14 +21,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open calibration text");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The configuration of the written GGUF file, under Hugging Face's key names.
 json gguf_config_json(const GgufFile& f) {
@@ -127,7 +120,7 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
     std::string all_text;
     for (const auto& [name, file] : sets) {
       has_default = has_default || name == "default";
-      all_text += read_text(file) + "\n\n";
+      all_text += read_text_file(file, "calibration text") + "\n\n";
     }
     for (const auto& [name, file] : sets) {
       double ratio = o.pruning_ratio;
@@ -136,7 +129,8 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
       }
       out << "calibrating domain '" << name << "' on " << file << " (ratio " << fmt(ratio, 2)
           << ")\n";
-      domains.push_back(calibrate_domain(*model, pool, name, read_text(file), ratio, calib));
+      domains.push_back(calibrate_domain(*model, pool, name,
+                                         read_text_file(file, "calibration text"), ratio, calib));
     }
     if (!has_default) {
       if (sets.size() == 1) {

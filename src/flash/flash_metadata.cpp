@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace k25 {
 
@@ -16,11 +17,8 @@ std::unique_ptr<FlashMetadata> FlashMetadata::load(const std::string& dir, const
   meta->dir_ = dir;
   meta->matcher_ = DomainMatcher(simhash_max_distance);
   const std::string map_path = (fs::path(dir) / "domain_map.json").string();
-  std::ifstream in(map_path);
-  if (!in) fail(map_path, ": cannot open (flash metadata needs a domain map)");
-  std::stringstream text;
-  text << in.rdbuf();
-  for (DomainEntry& e : parse_domain_map(text.str(), map_path)) {
+  const std::string map_text = read_text_file(map_path, "flash metadata's domain map");
+  for (DomainEntry& e : parse_domain_map(map_text, map_path)) {
     const std::string gate_path = (fs::path(dir) / e.gate_file).string();
     GateMlp gate = load_gate_file(gate_path);
     meta->add(std::move(e), std::move(gate), gate_path, model);

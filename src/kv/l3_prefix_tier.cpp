@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <iostream>
 
 #include "kv/l2_page_spans.h"
 #include "kv/prefix_page_header.h"
 #include "util/error.h"
 
 namespace k25 {
-
-namespace {
-
-bool power_of_two(uint64_t n) {
-  return n != 0 && (n & (n - 1)) == 0;
-}
-
-}  // namespace
 
 L3PrefixTier::L3PrefixTier(DiskStoreOptions options, PagePool& pool)
     : pool_(pool), store_(std::make_unique<DiskStore>(options)) {
@@ -121,10 +112,8 @@ size_t L3PrefixTier::finish_restore(L3RestoreId id, std::vector<bool>* kept) {
     // Forgotten, so that the page is not tried again (it is recomputed and may be spilled anew).
     store_->erase(r.chain[i].key);
     ++stats_.restore_failures;
-    if (power_of_two(stats_.restore_failures)) {
-      std::cerr << "warning: L3 prefix page " << r.chain[i].key << ": " << problem
-                << "; recomputing it (" << stats_.restore_failures << " pages so far)\n";
-    }
+    warning_.warn(concat("L3 prefix page ", r.chain[i].key, ": ", problem, "; recomputing it (",
+                         stats_.restore_failures, " pages so far)"));
   }
   restores_.erase(it);
   return restored;

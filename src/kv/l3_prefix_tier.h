@@ -24,6 +24,7 @@
 #include "kv/page_pool.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_tier.h"
+#include "util/rate_limited_warning.h"
 
 namespace k25 {
 
@@ -106,6 +107,7 @@ class L3PrefixTier final : public PrefixTier {
   std::unordered_map<L3Ticket, std::pair<L3RestoreId, size_t>> read_owner_;  // -> restore, read
   L3RestoreId next_restore_ = 1;
   L3TierStats stats_;
+  RateLimitedWarning warning_;
 };
 
 }  // namespace k25

@@ -2,30 +2,20 @@
 
 #include <algorithm>
 
+#include "util/bits.h"
+
 namespace k25 {
 
-namespace {
-
-// splitmix64's finaliser: a cheap, well-mixed 64-bit permutation.
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 PrefixCache::PrefixCache(PagePool& pool, uint64_t seed)
-    : pool_(pool), seed_(mix(seed)), page_tokens_(pool.geometry().page_tokens) {}
+    : pool_(pool), seed_(splitmix64(seed)), page_tokens_(pool.geometry().page_tokens) {}
 
 PrefixCache::~PrefixCache() {
   for (auto& [key, e] : entries_) pool_.free(e.page);
 }
 
 uint64_t PrefixCache::child_key(uint64_t parent, const int32_t* tokens) const {
-  uint64_t h = mix(parent ^ 0x6b32355f6b76ull);  // distinct from a token step
-  for (int i = 0; i < page_tokens_; ++i) h = mix(h ^ static_cast<uint32_t>(tokens[i]));
+  uint64_t h = splitmix64(parent ^ 0x6b32355f6b76ull);  // distinct from a token step
+  for (int i = 0; i < page_tokens_; ++i) h = splitmix64(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
 

@@ -1,7 +1,6 @@
 #include "kv/redis_prefix_tier.h"
 
 #include <cstring>
-#include <iostream>
 
 #include "kv/l2_page_spans.h"
 #include "kv/prefix_page_header.h"
@@ -13,10 +12,6 @@ namespace {
 
 constexpr size_t kMaxKnownKeys = size_t{1} << 20;            // forgotten all at once beyond this
 constexpr auto kFetchedLifetime = std::chrono::seconds(10);  // values read and never restored
-
-bool power_of_two(uint64_t n) {
-  return n != 0 && (n & (n - 1)) == 0;
-}
 
 }  // namespace
 
@@ -32,10 +27,7 @@ RedisPrefixTier::~RedisPrefixTier() {
 }
 
 void RedisPrefixTier::warn(const char* what, uint64_t count) {
-  if (power_of_two(count)) {
-    std::cerr << "warning: shared KV tier: " << what << "; recomputing (" << count
-              << " pages so far)\n";
-  }
+  warning_.warn(concat("shared KV tier: ", what, "; recomputing (", count, " pages so far)"));
 }
 
 void RedisPrefixTier::write(const CachedPage& page) {

@@ -21,6 +21,7 @@
 #include "kv/page_pool.h"
 #include "kv/prefix_tier.h"
 #include "kv/redis_store.h"
+#include "util/rate_limited_warning.h"
 
 namespace k25 {
 
@@ -56,6 +57,7 @@ class RedisPrefixTier final : public PrefixTier {
  private:
   void write(const CachedPage& page);
   void warn(const char* what, uint64_t count);
+  RateLimitedWarning warning_;
 
   RedisTierOptions options_;
   PagePool& pool_;

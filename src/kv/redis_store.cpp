@@ -1,7 +1,5 @@
 #include "kv/redis_store.h"
 
-#include <iostream>
-
 #include "kv/redis_key_slot.h"
 #include "util/error.h"
 
@@ -222,8 +220,9 @@ void RedisStore::settle(const Request& r, RedisReply reply, RedisCompletion& don
       break;
     default:
       done.status = RedisStatus::kServerError;
-      warn(concat("redis: ", reply.type == RedisReply::Type::kError ? reply.str : "bad reply", " (",
-                  r.key, ")"));
+      warning_.warn(
+          concat("redis: ", reply.type == RedisReply::Type::kError ? reply.str : "bad reply", " (",
+                 r.key, ")"));
   }
 }
 
@@ -293,21 +292,8 @@ void RedisStore::fail_round(const std::string& why) {
   for (auto& c : connections_) c.reset();
   slot_owner_.clear();
   retry_after_ = Clock::now() + options_.retry_interval;
-  warn(concat(why, "; the shared KV tier is skipped (recomputing) for ",
-              options_.retry_interval.count(), " ms"));
-}
-
-void RedisStore::warn(const std::string& message) {
-  const Clock::time_point now = Clock::now();
-  if (now - last_warning_ < std::chrono::seconds(10)) {
-    ++warnings_suppressed_;
-    return;
-  }
-  std::cerr << "warning: " << message;
-  if (warnings_suppressed_) std::cerr << " (" << warnings_suppressed_ << " similar suppressed)";
-  std::cerr << "\n";
-  warnings_suppressed_ = 0;
-  last_warning_ = now;
+  warning_.warn(concat(why, "; the shared KV tier is skipped (recomputing) for ",
+                       options_.retry_interval.count(), " ms"));
 }
 
 }  // namespace k25

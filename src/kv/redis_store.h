@@ -32,6 +32,7 @@
 #include "kv/redis_connection.h"
 #include "kv/redis_url.h"
 #include "util/latency_histogram.h"
+#include "util/rate_limited_warning.h"
 
 namespace k25 {
 
@@ -105,7 +106,6 @@ class RedisStore {
   // Applies `reply` to `done`; a MOVED / ASK reply is followed (resent) first.
   void settle(const Request& r, RedisReply reply, RedisCompletion& done);
   void fail_round(const std::string& why);
-  void warn(const std::string& message);
 
   RedisStoreOptions options_;
   // I/O thread only.
@@ -113,8 +113,7 @@ class RedisStore {
   std::vector<std::unique_ptr<RedisConnection>> connections_;  // by node, null until needed
   std::vector<int> slot_owner_;                                // cluster: node by slot
   std::chrono::steady_clock::time_point retry_after_{};
-  std::chrono::steady_clock::time_point last_warning_{};
-  uint64_t warnings_suppressed_ = 0;
+  RateLimitedWarning warning_;
 
   mutable std::mutex mutex_;
   std::condition_variable work_, completed_;

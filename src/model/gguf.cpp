@@ -12,6 +12,7 @@
 #include <set>
 #include <utility>
 
+#include "util/bits.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -124,10 +125,6 @@ bool checked_mul(uint64_t a, uint64_t b, uint64_t* out) {
 }
 bool checked_add(uint64_t a, uint64_t b, uint64_t* out) {
   return !__builtin_add_overflow(a, b, out);
-}
-
-bool is_power_of_two(uint64_t x) {
-  return x != 0 && (x & (x - 1)) == 0;
 }
 
 // Bounds-checked little-endian reads from the file image.

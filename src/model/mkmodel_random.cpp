@@ -4,17 +4,11 @@
 #include <cmath>
 
 #include "kernels/quant.h"
+#include "util/bits.h"
 #include "util/thread_pool.h"
 
 namespace k25 {
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 
 uint64_t fnv1a(std::string_view text) {
   uint64_t h = 0xcbf29ce484222325ULL;
@@ -26,7 +20,7 @@ uint64_t fnv1a(std::string_view text) {
 class Xoshiro256Plus {
  public:
   explicit Xoshiro256Plus(uint64_t seed) {
-    for (uint64_t& word : s_) word = splitmix64(seed);
+    for (uint64_t& word : s_) word = splitmix64_next(seed);
   }
   // Uniform in [-1, 1).
   float next_symmetric() {
@@ -50,7 +44,7 @@ class Xoshiro256Plus {
 std::vector<float> mkmodel_random_values(uint64_t seed, std::string_view name, MkInit init,
                                          int64_t n, ThreadPool& pool) {
   uint64_t mixed = seed ^ fnv1a(name);
-  const uint64_t tensor_seed = splitmix64(mixed);
+  const uint64_t tensor_seed = splitmix64_next(mixed);
   // A uniform variable on [-a, a] has standard deviation a / sqrt(3).
   const float weight_scale = 0.02f * std::sqrt(3.0f);
   const float offset = init == MkInit::Norm ? 1.0f : 0.0f;
@@ -63,7 +57,7 @@ std::vector<float> mkmodel_random_values(uint64_t seed, std::string_view name, M
     std::vector<uint16_t> half(kChunk);
     for (int64_t c = thread; c < n_chunks; c += pool.size()) {
       uint64_t chunk_state = tensor_seed + static_cast<uint64_t>(c);
-      Xoshiro256Plus rng(splitmix64(chunk_state));
+      Xoshiro256Plus rng(splitmix64_next(chunk_state));
       float* out = values.data() + c * kChunk;
       const int64_t len = std::min(kChunk, n - c * kChunk);
       for (int64_t i = 0; i < len; ++i) out[i] = offset + scale * rng.next_symmetric();

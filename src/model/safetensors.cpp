@@ -16,6 +16,7 @@
 
 #include "util/error.h"
 #include "util/mapped_file.h"
+#include "util/text_file.h"
 
 namespace k25 {
 
@@ -214,11 +215,7 @@ const TensorView* SafetensorsFile::tensor(std::string_view name) const {
 namespace {
 
 json read_json_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, ": cannot open: ", std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string s = text.str();
+  const std::string s = read_text_file(path, "model directory");
   return parse_header_json(s.data(), s.data() + s.size(), path);
 }
 

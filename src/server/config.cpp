@@ -10,7 +10,9 @@
 #include <sstream>
 
 #include "kv/redis_url.h"
+#include "util/bits.h"
 #include "util/error.h"
+#include "util/text_file.h"
 
 namespace k25 {
 
@@ -51,10 +53,6 @@ std::string parse_choice(const std::string& key, const std::string& v,
   std::string list;
   for (const std::string& c : choices) list += (list.empty() ? "" : ", ") + c;
   fail("config: ", key, ": expected one of ", list, ", got '", v, "'");
-}
-
-bool is_power_of_two(int64_t n) {
-  return n > 0 && (n & (n - 1)) == 0;
 }
 
 // Builders for the table below.
@@ -389,20 +387,12 @@ void apply_config_yaml(ServerConfig& config, const std::string& yaml_text,
 }
 
 void apply_config_file(ServerConfig& config, const std::string& yaml_path) {
-  std::ifstream in(yaml_path);
-  if (!in) fail(yaml_path, ": cannot open the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  apply_config_yaml(config, text.str(), yaml_path);
+  apply_config_yaml(config, read_text_file(yaml_path, "--config"), yaml_path);
 }
 
 void load_api_key(ServerConfig& config) {
   if (config.api_key_file.empty()) return;
-  std::ifstream in(config.api_key_file);
-  if (!in) fail("config: api_server.api_key_file: cannot open '", config.api_key_file, "'");
-  std::stringstream text;
-  text << in.rdbuf();
-  config.api_key = trim(text.str());
+  config.api_key = trim(read_text_file(config.api_key_file, "config: api_server.api_key_file"));
   if (config.api_key.empty()) {
     fail("config: api_server.api_key_file: '", config.api_key_file, "' holds no key");
   }
