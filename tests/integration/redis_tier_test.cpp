@@ -383,8 +383,15 @@ TEST(SharedTierHaproxy, AReplicaKilledMidRunItsSessionsContinueWithTheirHistoryF
       }
     });
   }
-  // SIGKILL replica A while turn 2 is under way.
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // SIGKILL replica A while turn 2 is under way there: once A's engine runs one of them (each
+  // takes 24 steps of 10 ms or more), not after a guessed delay.
+  const auto running_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool a_busy = false;
+  while (!(a_busy = metric(a->port(), "k25_requests_running") >= 1) &&
+         std::chrono::steady_clock::now() < running_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(a_busy) << "no turn 2 reached replica A";  // the clients still need joining
   a->signal(SIGKILL);
   for (std::thread& t : clients) t.join();
   int from_redis = 0;
