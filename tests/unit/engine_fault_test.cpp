@@ -150,6 +150,7 @@ TEST(EngineFaultBarrier, AConsumerThatCannotTakeItsLastEventDoesNotStopTheEngine
   TokenCollector after;
   engine.submit(greedy('h', 5), after.callback());
   EXPECT_EQ(after.wait(), letters_after('h', 5));
+  wait_until_idle(engine);  // the stats are published after the Finished event
   EXPECT_EQ(engine.stats().kv_pages_used.load(), engine.stats().prefix_cache_pages.load());
 }
 
