@@ -143,6 +143,7 @@ int run(const k25::ServerConfig& config) {
       options.batch_timeout_ms = config.batch_timeout_ms;
       options.queue_timeout_ms = config.queue_timeout_s * 1000;
       options.debug_step_delay_ms = config.debug_step_delay_ms;
+      options.debug_fault = config.debug_fault;
       options.prefix_cache = config.prefix_cache;
       options.l1_window = config.l1_cache_size;
       if (config.l3_enabled) {

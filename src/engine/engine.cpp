@@ -128,7 +128,8 @@ Engine::Engine(Model& model, EngineOptions options)
       options_(options),
       context_size_(resolve_context(model, options)),
       scheduler_(scheduler_options(options, model.config())),
-      pruner_(model.config(), AdaptiveOptions{}) {
+      pruner_(model.config(), AdaptiveOptions{}),
+      fault_(parse_step_fault(options.debug_fault)) {
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
@@ -366,15 +367,37 @@ void Engine::run() {
         stop = true;
       }
     }
-    take_submissions();
-    apply_cancellations();
-    if (stop) {
-      release_finished();
-      return;
+    // The exception barrier: nothing that goes wrong in a step (out of memory, a bug) may end
+    // the engine thread, which would take every request down (std::terminate).
+    try {
+      take_submissions();
+      apply_cancellations();
+      if (!stop) {
+        expire_queued();
+        step();
+      }
+    } catch (const std::exception& e) {
+      fail_step(e.what());
+    } catch (...) {
+      fail_step("unknown exception");
     }
-    expire_queued();
-    step();
     release_finished();
+    if (stop) return;
+  }
+}
+
+void Engine::fail_after_exception(Sequence& seq, const std::string& what) {
+  seq.full_model_computed = 0;  // so none of its KV is cached or written to L3
+  finish(seq, FinishReason::Error, concat("internal error: ", what));
+}
+
+void Engine::fail_step(const std::string& what) {
+  ++stats_.step_failures;
+  std::cerr << "error: an engine step failed (" << what << "); its requests fail\n";
+  bool any_running = false;
+  for (const auto& seq : seqs_) any_running |= seq->running && !seq->finished;
+  for (auto& seq : seqs_) {
+    if (!seq->finished && (seq->running || !any_running)) fail_after_exception(*seq, what);
   }
 }
 
@@ -454,8 +477,21 @@ void Engine::drop_kv(Sequence& seq, bool preempted) {
   seq.full_model_computed = 0;
 }
 
+void Engine::discard_kv(Sequence& seq) {
+  if (seq.kv_id < 0) return;
+  forward_cache().clear(seq.kv_id);
+  free_kv_ids_.push_back(seq.kv_id);  // no allocation: take_kv_id() made room
+  seq.kv_id = -1;
+  seq.n_computed = 0;
+  seq.full_model_computed = 0;
+}
+
 int Engine::take_kv_id() {
-  if (free_kv_ids_.empty()) free_kv_ids_.push_back(next_kv_id_++);
+  if (free_kv_ids_.empty()) {
+    // Room for every id, so that giving one back never allocates (discard_kv under OOM).
+    free_kv_ids_.reserve(static_cast<size_t>(next_kv_id_) + 1);
+    free_kv_ids_.push_back(next_kv_id_++);
+  }
   const int id = free_kv_ids_.back();
   free_kv_ids_.pop_back();
   return id;
@@ -750,6 +786,7 @@ void Engine::step() {
     return;
   }
 
+  fault_.at_step(++n_steps_);
   const Clock::time_point step_start = Clock::now();
   int n_tokens = 0, n_sequences = 0;
   double positions = 0;  // the sum of the tokens' context positions (attention's share)
@@ -803,9 +840,13 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   for (const auto& [seq, task] : group) {
     if (seq->finished) continue;
     try {
+      fault_.at_request(seq->id, seq->n_generated);
       kv_->reserve(seq->kv_id, task.start + task.length);
     } catch (const Error& e) {
       finish(*seq, FinishReason::Error, e.what());
+      continue;
+    } catch (const std::exception& e) {
+      fail_after_exception(*seq, e.what());  // e.g. out of memory growing its page table
       continue;
     }
     for (int j = 0; j < task.length; ++j) {
@@ -849,6 +890,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
     if (recomputed > 0) stats_.recomputed_tokens += recomputed;
     seq->n_computed += n;
     seq->max_computed = std::max(seq->max_computed, seq->n_computed);
+    if (seq->request.progress) seq->request.progress->fetch_add(n, std::memory_order_relaxed);
   }
   const size_t dim = model_.config().dim;
   for (size_t row = 0; row < wanting_hidden.size(); ++row) {
@@ -963,20 +1005,36 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   if (seq.pooler && reason == FinishReason::Stop) event.embedding = seq.pooler->result();
   ++stats_.requests_finished[static_cast<int>(reason)];
   stats_.request_seconds.observe(event.total_ms / 1000.0);
-  seq.on_event(event);
+  // The request is over either way: a consumer that cannot take its last event (out of
+  // memory) must not take the engine, and the other requests, down with it.
+  try {
+    seq.on_event(event);
+  } catch (const std::exception& e) {
+    std::cerr << "error: request " << seq.id << " lost its last event: " << e.what() << "\n";
+  }
 }
 
 void Engine::release_finished() {
   for (auto it = seqs_.begin(); it != seqs_.end();) {
     if ((*it)->finished) {
-      if ((*it)->restore) end_l3_restore(**it);
-      drop_kv(**it);
+      try {
+        if ((*it)->restore) end_l3_restore(**it);
+        drop_kv(**it);
+      } catch (const std::exception& e) {
+        std::cerr << "error: request " << (*it)->id << ": caching its KV failed (" << e.what()
+                  << "); released uncached\n";
+        discard_kv(**it);
+      }
       it = seqs_.erase(it);
     } else {
       ++it;
     }
   }
-  publish_stats();
+  try {
+    publish_stats();
+  } catch (const std::exception&) {
+    // Out of memory for the scheduler's views: the next step publishes them.
+  }
 }
 
 void Engine::publish_shared_stats(const SharedTierStats& s) {

@@ -19,6 +19,7 @@
 #include "engine/engine_stats.h"
 #include "engine/request.h"
 #include "engine/step_budget_calibrator.h"
+#include "engine/step_fault.h"
 #include "flash/adaptive_pruning.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
@@ -74,6 +75,9 @@ struct EngineOptions {
   // Testing aid: sleep this long before every forward call (makes the engine slow on purpose,
   // e.g. to exercise the server's fallback circuit breaker). 0 = off.
   int debug_step_delay_ms = 0;
+  // Testing aid: an exception thrown inside a step (engine/step_fault.h has the spec), to show
+  // that a failing step fails only the requests it belongs to. "" = off.
+  std::string debug_fault;
   // Budget share of a token's position (SchedulerOptions::position_cost); < 0: estimated from
   // the model's shape (engine/step_cost.h), 0: plain token counts.
   double position_cost = -1;
@@ -134,9 +138,16 @@ class Engine {
                  const ComputePlan* plan);
   void on_logits(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
+  // The exception barrier. An exception of one request's part of a step fails that request
+  // (its KV is released, never cached: it may be half-written); one that belongs to no request
+  // fails the step's requests: those running, or every one when none was running yet.
+  void fail_after_exception(Sequence& seq, const std::string& what);
+  void fail_step(const std::string& what);
   // Releases the sequence's KV (its full pages go to the prefix cache); `preempted`: also
   // write them to L3 right away (R-KV2), as the sequence will want them back.
   void drop_kv(Sequence& seq, bool preempted = false);
+  // Releases the sequence's KV without caching any of it (when caching it failed).
+  void discard_kv(Sequence& seq);
   // Moves cached pages idle for options_.l3_idle_seconds to L3 and releases the memory of free
   // pages, every idle_spill_interval(): l3_idle_seconds, at most a second.
   void spill_idle_pages(Clock::time_point now);
@@ -206,6 +217,8 @@ class Engine {
   std::vector<float> logits_;
   std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   Clock::time_point next_idle_spill_{};
+  StepFaultInjector fault_;
+  uint64_t n_steps_ = 0;  // steps that ran a forward call
   std::thread thread_;
 };
 

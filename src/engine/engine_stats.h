@@ -52,6 +52,9 @@ struct EngineStats {
   std::atomic<uint64_t> kv_drops{0};           // sequences whose KV was released for recompute
   std::atomic<uint64_t> recomputed_tokens{0};  // positions computed again after a drop
   std::atomic<uint64_t> queue_timeouts{0};
+  // Exceptions inside a step that belonged to no request (its requests failed, the engine went
+  // on); one request's own are counted as its Error finish only.
+  std::atomic<uint64_t> step_failures{0};
   std::atomic<uint64_t> adaptive_updates{0};  // Level 3 plan decisions
   // Prefix reuse (R-KV4, docs/kv-cache.md).
   std::atomic<uint64_t> cached_prompt_tokens{0};     // prompt tokens taken from the prefix cache

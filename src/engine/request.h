@@ -1,6 +1,7 @@
 // What the engine is asked to do (a generation request) and what it reports back (events).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,6 +49,10 @@ struct GenerationRequest {
   // only; no compute plan, no adaptive pruning), no token is generated and the Finished event
   // carries the pooled, L2-normalised final hidden state. max_tokens and sampling are unused.
   std::optional<Pooling> embedding;
+  // Set by a caller that watches the request for stalls (the fallback breaker,
+  // server/first_token_watch.h): the engine adds the positions it computes for the request after
+  // every forward call. Shared by the copies of a request (e.g. its n choices).
+  std::shared_ptr<std::atomic<int64_t>> progress;
 };
 
 struct GenerationEvent {

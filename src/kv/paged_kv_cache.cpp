@@ -73,6 +73,7 @@ void PagedKvCache::reserve(int seq, int n_positions) {
          reclaimer_->reclaim_one()) {
   }
   std::vector<PageId>& table = tables_[seq];
+  table.reserve(table.size() + missing);  // a page allocated below is never lost to a bad_alloc
   for (long i = 0; i < missing; ++i) {
     const int first_position = static_cast<int>(table.size()) * page_tokens_;
     // Cannot be empty: pages_available() was checked and the reclaimer gave its pages back.

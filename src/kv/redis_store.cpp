@@ -114,7 +114,8 @@ void RedisStore::run() {
       done[i].key = batch[i].key;
     }
     bool reached = false;
-    if (Clock::now() >= retry_after_) {
+    const bool tried = Clock::now() >= retry_after_;
+    if (tried) {
       try {
         execute(batch, done);
         reached = true;
@@ -126,6 +127,7 @@ void RedisStore::run() {
     {
       std::lock_guard lock(mutex_);
       stats_.up = reached;
+      if (tried && !reached) ++stats_.failed_rounds;
       for (size_t i = 0; i < batch.size(); ++i) {
         const RedisCompletion& d = done[i];
         ++stats_.requests;

@@ -71,6 +71,7 @@ struct RedisStoreStats {
   uint64_t errors = 0;                    // kServerError + kUnavailable completions
   uint64_t redirects = 0;                 // MOVED / ASK followed
   uint64_t connects = 0;                  // connections opened
+  uint64_t failed_rounds = 0;             // pipelines that tried and could not reach Redis
   double read_p50_s = 0, read_p99_s = 0;  // GET: submission to completion
   bool up = false;                        // the last round reached Redis
 };

@@ -298,8 +298,9 @@ net::awaitable<void> Api::health(HttpExchange& ex) {
   json body = {{"status", status}};
   // While the circuit is open the server still answers (through the upstream): still 200.
   if (breaker_) {
+    // "consecutive_timeouts" (kept for dashboards) counts engine errors too.
     body["fallback"] = {{"state", circuit_state_name(breaker_->state())},
-                        {"consecutive_timeouts", breaker_->consecutive_timeouts()},
+                        {"consecutive_timeouts", breaker_->consecutive_failures()},
                         {"url", config_.fallback_url}};
   }
   co_await ex.send(code, "application/json", json_text(body));

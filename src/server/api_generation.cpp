@@ -8,6 +8,7 @@
 #include "server/api.h"
 #include "server/api_error.h"
 #include "server/event_channel.h"
+#include "server/first_token_watch.h"
 #include "server/flash_headers.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
@@ -225,6 +226,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   }
   const bool watch_first_token = breaker_ && route != CircuitBreaker::Route::Fallback;
   const bool probe = route == CircuitBreaker::Route::Probe;
+  if (watch_first_token) request.progress = std::make_shared<std::atomic<int64_t>>(0);
   log.served_by = "engine";
 
   // OpenAI's n: n engine requests of the same prompt (the prefix cache shares its KV once one
@@ -302,13 +304,16 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     if (ex.peer_closed()) cancel_for_gone_client();
   };
 
-  // The first event (token or finish) within fallback.timeout_ms, or the request times out.
+  // The first event (token or finish), or the request times out: fallback.timeout_ms without
+  // the engine computing any of it (server/first_token_watch.h).
   std::optional<ChoiceEvent> first;
   if (watch_first_token) {
-    const auto deadline = submitted_at + std::chrono::milliseconds(config_.fallback_timeout_ms);
-    for (auto now = std::chrono::steady_clock::now(); !first && !client_gone && now < deadline;
+    FirstTokenWatch watch(submitted_at, std::chrono::milliseconds(config_.fallback_timeout_ms),
+                          request.progress);
+    for (auto now = std::chrono::steady_clock::now();
+         !first && !client_gone && now < watch.deadline(now);
          now = std::chrono::steady_clock::now()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(watch.deadline(now) - now);
       first = co_await channel->next(std::min(left, kClientCheckInterval));
       check_client();
     }
@@ -317,14 +322,17 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       if (probe) breaker_->on_probe_abandoned(now);
       co_return;  // cancelled; nobody to answer
     }
-    if (first) {
+    if (first && !engine_failed(first->event)) {
       breaker_->on_success(probe);
     } else {
-      breaker_->on_timeout(probe, now);
-      ++fallback_counters_.timeouts;
-      log.timed_out = true;
+      breaker_->on_failure(probe, now);
+      if (!first) {
+        ++fallback_counters_.timeouts;
+        log.timed_out = true;
+      }
       // Hand the request to the upstream. The engine keeps it until the upstream has answered,
-      // so when the upstream cannot be reached the engine's late answer still goes out.
+      // so when the upstream cannot be reached the engine's late answer (or error) still goes
+      // out.
       auto executor = co_await net::this_coro::executor;
       UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
       std::string error;

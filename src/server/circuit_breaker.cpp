@@ -37,18 +37,18 @@ void CircuitBreaker::on_success(bool probe) {
   std::lock_guard lock(mutex_);
   if (probe && state_ == CircuitState::HalfOpen) {
     state_ = CircuitState::Closed;
-    consecutive_timeouts_ = 0;
+    consecutive_failures_ = 0;
   } else if (state_ == CircuitState::Closed) {
-    consecutive_timeouts_ = 0;
+    consecutive_failures_ = 0;
   }
   // A request sent before the circuit opened says nothing about the engine now.
 }
 
-void CircuitBreaker::on_timeout(bool probe, Clock::time_point now) {
+void CircuitBreaker::on_failure(bool probe, Clock::time_point now) {
   std::lock_guard lock(mutex_);
   if (probe && state_ == CircuitState::HalfOpen) {
     open(now);
-  } else if (state_ == CircuitState::Closed && ++consecutive_timeouts_ >= failure_threshold_) {
+  } else if (state_ == CircuitState::Closed && ++consecutive_failures_ >= failure_threshold_) {
     open(now);
   }
 }
@@ -70,9 +70,9 @@ CircuitState CircuitBreaker::state() const {
   return state_;
 }
 
-int CircuitBreaker::consecutive_timeouts() const {
+int CircuitBreaker::consecutive_failures() const {
   std::lock_guard lock(mutex_);
-  return consecutive_timeouts_;
+  return consecutive_failures_;
 }
 
 }  // namespace k25

@@ -1,7 +1,8 @@
 // R-CFG3: the fallback circuit breaker. Closed: requests go to the engine; `failure_threshold`
-// consecutive engine timeouts open it. Open: requests go to the fallback upstream; once
+// consecutive engine failures (server/first_token_watch.h says what counts: a stall or an engine
+// error before the first token) open it. Open: requests go to the fallback upstream; once
 // `probe_interval` has passed, the next request is a probe that goes to the engine (half-open).
-// A probe answered in time closes the circuit; a probe that times out opens it again.
+// A probe answered in time closes the circuit; a probe that fails opens it again.
 // Thread-safe; time is passed in so tests can drive it.
 #pragma once
 
@@ -26,13 +27,13 @@ class CircuitBreaker {
   Route route(Clock::time_point now);
   // The engine produced a first token in time (`probe`: the request was routed as Probe).
   void on_success(bool probe);
-  // The engine did not produce a first token in time.
-  void on_timeout(bool probe, Clock::time_point now);
+  // The engine did not produce a first token in time, or failed the request.
+  void on_failure(bool probe, Clock::time_point now);
   // A probe ended without a verdict (its client left): the next request probes again.
   void on_probe_abandoned(Clock::time_point now);
 
   CircuitState state() const;
-  int consecutive_timeouts() const;
+  int consecutive_failures() const;
 
  private:
   void open(Clock::time_point now);
@@ -41,7 +42,7 @@ class CircuitBreaker {
   const std::chrono::milliseconds probe_interval_;
   mutable std::mutex mutex_;
   CircuitState state_ = CircuitState::Closed;
-  int consecutive_timeouts_ = 0;
+  int consecutive_failures_ = 0;
   Clock::time_point probe_after_{};
 };
 

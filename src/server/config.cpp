@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/step_fault.h"
 #include "kv/redis_url.h"
 #include "util/bits.h"
 #include "util/error.h"
@@ -227,6 +228,17 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(int_key("engine.debug_step_delay_ms", "--debug-step-delay-ms",
                       "testing aid: sleep this long before every forward call (0: off)",
                       &C::debug_step_delay_ms, 0, 600'000));
+  k.push_back({"engine.debug_fault", "--debug-fault",
+               "testing aid: throw inside a step, <runtime_error|bad_alloc>:step=<n> or "
+               "...:request=<id>:tokens=<n> (empty: off)",
+               [](C& c, const std::string& v) {
+                 try {
+                   parse_step_fault(v);  // a bad spec stops the start
+                 } catch (const Error& e) {
+                   fail("config: engine.", e.what());
+                 }
+                 c.debug_fault = v;
+               }});
   k.push_back(double_key("sampling.temperature", "--temperature", "default temperature (0: greedy)",
                          &C::temperature, 0, 10));
   k.push_back(double_key("sampling.top_p", "--top-p", "default top_p", &C::top_p, 0, 1));
@@ -284,11 +296,12 @@ std::vector<ConfigKey> make_keys() {
                  c.fallback_url = v;
                }});
   k.push_back(int_key("fallback.timeout_ms", "--fallback-timeout-ms",
-                      "time to first token beyond which a request counts as a timeout",
+                      "a request whose first token is due counts as a timeout after this long "
+                      "without the engine computing any of it",
                       &C::fallback_timeout_ms, 1, 86'400'000));
   k.push_back(int_key("fallback.failure_threshold", "--fallback-failure-threshold",
-                      "consecutive timeouts that open the circuit", &C::fallback_failure_threshold,
-                      1, 1'000'000));
+                      "consecutive engine failures (timeouts, errors) that open the circuit",
+                      &C::fallback_failure_threshold, 1, 1'000'000));
   k.push_back(int_key("fallback.probe_interval_s", "--fallback-probe-interval-s",
                       "seconds the circuit stays open before one request probes the engine",
                       &C::fallback_probe_interval_s, 0, 86'400));

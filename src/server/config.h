@@ -69,6 +69,7 @@ struct ServerConfig {
   int max_queue = 256;          // waiting requests before 429
   int queue_timeout_s = 600;    // a request not started after this long fails (0: no limit)
   int debug_step_delay_ms = 0;  // testing aid: sleep before every forward call
+  std::string debug_fault;      // testing aid: an exception inside a step (engine/step_fault.h)
   // step budget a token takes per position of context; -1: estimated from the model
   double step_position_cost = -1;
   double target_step_ms = 0;  // > 0: step budget measured while serving (engine.target_step_ms)
@@ -100,7 +101,8 @@ struct ServerConfig {
   int warmup_max_tokens = 8;
   // fallback (R-CFG3); no url: no fallback, requests never time out
   std::string fallback_url;
-  int fallback_timeout_ms = 10'000;  // time to first token beyond which a request times out
+  // a request waiting for its first token times out after this long without progress
+  int fallback_timeout_ms = 10'000;
   int fallback_failure_threshold = 3;
   int fallback_probe_interval_s = 10;
 };

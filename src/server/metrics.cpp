@@ -178,6 +178,9 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "k25_queue_timeouts_total", "counter",
          "Requests that failed after waiting queue_timeout_s without starting.");
   out << "k25_queue_timeouts_total " << e.queue_timeouts.load() << '\n';
+  header(out, "k25_engine_step_failures_total", "counter",
+         "Engine steps that failed with an exception of no one request (their requests failed).");
+  out << "k25_engine_step_failures_total " << e.step_failures.load() << '\n';
   histogram(out, "k25_time_to_first_token_seconds", "Submit to first generated token.",
             e.ttft_seconds);
   histogram(out, "k25_inter_token_latency_seconds", "Time between consecutive tokens of a request.",

@@ -21,13 +21,13 @@ std::string render_ops_metrics(const CircuitBreaker* breaker, const FallbackCoun
          "Fallback circuit: 0 closed (engine), 1 open (upstream), 2 half-open (probing).",
          breaker ? static_cast<int>(breaker->state()) : 0);
   metric(out, "flash_fallback_consecutive_timeouts", "gauge",
-         "Engine timeouts in a row while the circuit is closed.",
-         breaker ? breaker->consecutive_timeouts() : 0);
+         "Engine failures (timeouts and errors) in a row while the circuit is closed.",
+         breaker ? breaker->consecutive_failures() : 0);
   metric(out, "flash_fallback_requests_total", "counter",
          "Generation requests answered by the fallback upstream.",
          static_cast<double>(counters.proxied.load()));
   metric(out, "flash_fallback_timeouts_total", "counter",
-         "Generation requests whose first token missed fallback.timeout_ms.",
+         "Generation requests the engine left without progress for fallback.timeout_ms.",
          static_cast<double>(counters.timeouts.load()));
   metric(out, "flash_fallback_upstream_errors_total", "counter",
          "Fallback upstream calls that failed (the engine answered instead, or the stream broke).",

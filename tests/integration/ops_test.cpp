@@ -274,6 +274,36 @@ TEST(OpsFallback, UnreachableUpstreamLeavesTheEngineToAnswer) {
   EXPECT_EQ(metric_of(primary.port(), "flash_fallback_requests_total"), 0);
 }
 
+TEST(OpsFallback, SlowButProgressingLongPromptsKeepTheCircuitClosed) {
+  REQUIRE_MODELS("stories260K.gguf");
+  // Each step sleeps 100 ms and takes 8 prompt tokens: a long prompt's first token comes after
+  // many steps, far past the 1 s timeout, but each step is progress. Request 2 is failed by
+  // the engine in its first step (a testing aid): a real failure, which opens the circuit.
+  ServerProcess primary(plus(
+      server_args(), {"--debug-step-delay-ms", "100", "--micro-task-tokens", "8",
+                      "--step-token-budget", "8", "--fallback-url",
+                      "http://127.0.0.1:" + std::to_string(closed_port()), "--fallback-timeout-ms",
+                      "1000", "--fallback-failure-threshold", "1", "--fallback-probe-interval-s",
+                      "3600", "--debug-fault", "runtime_error:request=2:tokens=0"}));
+  const int port = primary.port();
+  std::string story;
+  for (int i = 0; i < 12; ++i) story += "Once upon a time, there was a little girl named Lily. ";
+  const json long_prompt = {{"prompt", story}, {"max_tokens", 2}, {"temperature", 0}};
+  HttpResult r = http_call(port, "POST", "/v1/completions", long_prompt.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int prompt_tokens = json::parse(r.body)["usage"]["prompt_tokens"];
+  EXPECT_GE(prompt_tokens, 120) << "the prompt must take more than 10 steps of 8 tokens";
+  EXPECT_EQ(r.headers.count("x-k25-served-by"), 0u);
+  EXPECT_EQ(health_of(port)["fallback"]["state"], "closed");
+  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 0);
+  // An engine error is a failure: the circuit opens (the upstream is unreachable, so the
+  // engine's 500 goes out).
+  HttpResult failed = http_call(port, "POST", "/v1/completions", kShort.dump());
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_EQ(health_of(port)["fallback"]["state"], "open");
+  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 0);
+}
+
 TEST(OpsLogs, TextFormatOneLinePerRequest) {
   REQUIRE_MODELS("stories260K.gguf");
   ServerProcess server(plus(server_args(), {"--log-format", "text"}));

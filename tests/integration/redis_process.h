@@ -37,35 +37,20 @@ inline std::string tool_path(const char* name) {
 
 class RedisProcess {
  public:
-  explicit RedisProcess(std::vector<std::string> extra = {}) {
-    port_ = free_loopback_port();
+  // `cli_auth`: the redis-cli flags that authenticate (e.g. "-a PASSWORD --no-auth-warning")
+  // when `extra` makes the node require it; cli() uses them.
+  explicit RedisProcess(std::vector<std::string> extra = {}, std::string cli_auth = "")
+      : cli_auth_(std::move(cli_auth)) {
     char pattern[] = "/tmp/k25-redis-XXXXXX";
     if (!mkdtemp(pattern)) throw std::runtime_error("mkdtemp failed");
     dir_ = pattern;
-    const std::string server = tool_path("redis-server");
     cli_ = tool_path("redis-cli");
-    std::vector<std::string> args = {
-        server,   "--port",    std::to_string(port_), "--bind", "127.0.0.1",
-        "--save", "",          "--appendonly",        "no",     "--dir",
-        dir_,     "--logfile", dir_ + "/redis.log"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    // A node that requires AUTH of the default user answers NOAUTH: it is up all the same.
-    for (std::string reply = cli("PING");
-         reply.find("PONG") == std::string::npos && reply.find("NOAUTH") == std::string::npos;
-         reply = cli("PING")) {
-      if (std::chrono::steady_clock::now() > deadline) {
+    // redis-server cannot bind port 0 and report the port, so a free one is picked first;
+    // another process may take it before redis binds it (redis then exits): pick another.
+    for (int attempt = 0; !start(extra); ++attempt) {
+      if (attempt == 4) {
         throw std::runtime_error("redis-server did not start: " + read_file(dir_ + "/redis.log"));
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
   ~RedisProcess() {
@@ -80,8 +65,11 @@ class RedisProcess {
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
   const std::string& dir() const { return dir_; }
   // redis-cli against this node (arguments as a shell string); its stdout.
-  std::string cli(const std::string& args) const {
-    return run_command(cli_ + " -p " + std::to_string(port_) + " " + args + " 2>&1").second;
+  std::string cli(const std::string& args) const { return cli_as(cli_auth_, args); }
+  // redis-cli with other credentials ("" for none).
+  std::string cli_as(const std::string& auth, const std::string& args) const {
+    return run_command(cli_ + " -p " + std::to_string(port_) + " " + auth + " " + args + " 2>&1")
+        .second;
   }
   void kill_now() {
     if (pid_ > 0) {
@@ -93,9 +81,40 @@ class RedisProcess {
   const std::string& cli_path() const { return cli_; }
 
  private:
+  // Starts redis-server on a free port; false when it exited (its port was taken meanwhile).
+  bool start(const std::vector<std::string>& extra) {
+    port_ = free_loopback_port();
+    const std::string port = std::to_string(port_), log = dir_ + "/redis.log";
+    std::vector<std::string> args = {tool_path("redis-server"), "--port", port, "--bind",
+                                     "127.0.0.1"};
+    args.insert(args.end(), {"--save", "", "--appendonly", "no", "--dir", dir_, "--logfile", log});
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    // Ours answers with its own directory (not another test's redis that holds the port).
+    while (cli("CONFIG GET dir").find(dir_) == std::string::npos) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("redis-server did not answer: " + read_file(dir_ + "/redis.log"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
+
   pid_t pid_ = -1;
   int port_ = 0;
-  std::string dir_, cli_;
+  std::string dir_, cli_, cli_auth_;
 };
 
 // `n` masters, every slot assigned (redis-cli --cluster create), no replicas.

@@ -290,8 +290,8 @@ void expect_shared_with_credentials(const std::string& url, const std::string& p
 }
 
 TEST(SharedTier, AuthWithThePasswordOfTheDefaultUser) {
-  RedisProcess redis({"--requirepass", "default-secret"});
-  ASSERT_NE(redis.cli("SET probe x").find("NOAUTH"), std::string::npos);
+  RedisProcess redis({"--requirepass", "default-secret"}, "-a default-secret --no-auth-warning");
+  ASSERT_NE(redis.cli_as("", "SET probe x").find("NOAUTH"), std::string::npos);
   const PasswordFile password("default-secret");
   expect_shared_with_credentials(redis.url(), password.path(), "auth-default");
 }
@@ -299,16 +299,17 @@ TEST(SharedTier, AuthWithThePasswordOfTheDefaultUser) {
 TEST(SharedTier, AuthAsAnAclUserNamedInTheUrl) {
   // The default user may only PING: every page command needs the k25 user's AUTH.
   RedisProcess redis({"--user", "default", "on", "nopass", "-@all", "+ping", "--user", "k25", "on",
-                      ">acl-secret", "~*", "+@all"});
-  ASSERT_NE(redis.cli("SET probe x").find("NOPERM"), std::string::npos);
+                      ">acl-secret", "~*", "+@all"},
+                     "--user k25 --pass acl-secret --no-auth-warning");
+  ASSERT_NE(redis.cli_as("", "SET probe x").find("NOPERM"), std::string::npos);
   const PasswordFile password("acl-secret");
   const std::string url = "redis://k25@" + redis.endpoint();
   expect_shared_with_credentials(url, password.path(), "auth-acl");
-  EXPECT_GT(std::stoi(redis.cli("--user k25 --pass acl-secret --no-auth-warning DBSIZE")), 0);
+  EXPECT_GT(std::stoi(redis.cli("DBSIZE")), 0);
 }
 
 TEST(SharedTier, AWrongPasswordDegradesToRecomputationAndIsCounted) {
-  RedisProcess redis({"--requirepass", "right-secret"});
+  RedisProcess redis({"--requirepass", "right-secret"}, "-a right-secret --no-auth-warning");
   const PasswordFile wrong("wrong-secret");
   ServerProcess a(replica_args(redis.url(), {"--redis-password-file", wrong.path()}));
   const std::string prompt = story(31);
@@ -519,8 +520,15 @@ TEST(SharedTierHaproxy, AReplicaKilledMidRunItsSessionsContinueWithTheirHistoryF
       }
     });
   }
-  // SIGKILL replica A while turn 2 is under way.
-  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  // SIGKILL replica A while turn 2 is under way there: once A's engine runs one of them (each
+  // takes 24 steps of 10 ms or more), not after a guessed delay.
+  const auto running_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool a_busy = false;
+  while (!(a_busy = metric(a->port(), "k25_requests_running") >= 1) &&
+         std::chrono::steady_clock::now() < running_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_TRUE(a_busy) << "no turn 2 reached replica A";  // the clients still need joining
   a->signal(SIGKILL);
   for (std::thread& t : clients) t.join();
   int from_redis = 0;

@@ -492,6 +492,17 @@ TEST(ApiSurfaceProcess, XApiKeyIsAcceptedLikeTheBearerKey) {
             200);
 }
 
+// Requests running or waiting in the engine, from /metrics.
+int requests_in_engine(int port) {
+  const std::string text = http_call(port, "GET", "/metrics").body;
+  int n = 0;
+  for (const std::string name : {"k25_requests_running ", "k25_requests_waiting "}) {
+    const size_t at = text.find("\n" + name);
+    if (at != std::string::npos) n += std::stoi(text.substr(at + 1 + name.size()));
+  }
+  return n;
+}
+
 // A request cancelled by the shutdown ends with the API's error, never finish_reason
 // "cancelled": OpenAI streams get an error event (and no [DONE]), non-streaming calls a 503,
 // Anthropic streams an `event: error`.
@@ -516,7 +527,14 @@ TEST(ApiSurfaceProcess, CancelledRequestsEndWithAnErrorNotAFinishReason) {
     body.erase("stream");
     whole = http_call(server.port(), "POST", "/v1/chat/completions", body.dump());
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // SIGINT once the non-streaming request is in the engine too (not after a guessed delay).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  bool all_in = false;
+  while (!(all_in = requests_in_engine(server.port()) >= 3) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(all_in) << "the third request never reached the engine";
   server.signal(SIGINT);
   non_streaming.join();
   EXPECT_TRUE(openai_stream.read_to_end());

@@ -17,29 +17,29 @@ TEST(CircuitBreaker, OpensAfterThresholdConsecutiveTimeouts) {
   EXPECT_EQ(b.state(), CircuitState::Closed);
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(b.route(t0), Route::Engine);
-    b.on_timeout(false, t0);
+    b.on_failure(false, t0);
     EXPECT_EQ(b.state(), CircuitState::Closed);
   }
-  EXPECT_EQ(b.consecutive_timeouts(), 2);
-  b.on_timeout(false, t0);
+  EXPECT_EQ(b.consecutive_failures(), 2);
+  b.on_failure(false, t0);
   EXPECT_EQ(b.state(), CircuitState::Open);
   EXPECT_EQ(b.route(t0 + seconds(1)), Route::Fallback);
 }
 
 TEST(CircuitBreaker, SuccessResetsTheCount) {
   CircuitBreaker b(3, seconds(10));
-  b.on_timeout(false, t0);
-  b.on_timeout(false, t0);
+  b.on_failure(false, t0);
+  b.on_failure(false, t0);
   b.on_success(false);
-  EXPECT_EQ(b.consecutive_timeouts(), 0);
-  b.on_timeout(false, t0);
-  b.on_timeout(false, t0);
+  EXPECT_EQ(b.consecutive_failures(), 0);
+  b.on_failure(false, t0);
+  b.on_failure(false, t0);
   EXPECT_EQ(b.state(), CircuitState::Closed);
 }
 
 TEST(CircuitBreaker, OneProbeAfterTheIntervalClosesOnSuccess) {
   CircuitBreaker b(1, seconds(10));
-  b.on_timeout(false, t0);
+  b.on_failure(false, t0);
   ASSERT_EQ(b.state(), CircuitState::Open);
   EXPECT_EQ(b.route(t0 + milliseconds(9999)), Route::Fallback);
   EXPECT_EQ(b.route(t0 + seconds(10)), Route::Probe);
@@ -53,9 +53,9 @@ TEST(CircuitBreaker, OneProbeAfterTheIntervalClosesOnSuccess) {
 
 TEST(CircuitBreaker, FailedProbeReopensForAnotherInterval) {
   CircuitBreaker b(1, seconds(10));
-  b.on_timeout(false, t0);
+  b.on_failure(false, t0);
   ASSERT_EQ(b.route(t0 + seconds(10)), Route::Probe);
-  b.on_timeout(true, t0 + seconds(11));
+  b.on_failure(true, t0 + seconds(11));
   EXPECT_EQ(b.state(), CircuitState::Open);
   EXPECT_EQ(b.route(t0 + seconds(20)), Route::Fallback);
   EXPECT_EQ(b.route(t0 + seconds(21)), Route::Probe);
@@ -63,18 +63,18 @@ TEST(CircuitBreaker, FailedProbeReopensForAnotherInterval) {
 
 TEST(CircuitBreaker, LateAnswersOfOlderRequestsDoNotClose) {
   CircuitBreaker b(1, seconds(10));
-  b.on_timeout(false, t0);
+  b.on_failure(false, t0);
   b.on_success(false);  // a request routed before the circuit opened
   EXPECT_EQ(b.state(), CircuitState::Open);
   ASSERT_EQ(b.route(t0 + seconds(10)), Route::Probe);
   b.on_success(false);
-  b.on_timeout(false, t0 + seconds(10));
+  b.on_failure(false, t0 + seconds(10));
   EXPECT_EQ(b.state(), CircuitState::HalfOpen);
 }
 
 TEST(CircuitBreaker, AbandonedProbeLetsTheNextRequestProbe) {
   CircuitBreaker b(1, seconds(10));
-  b.on_timeout(false, t0);
+  b.on_failure(false, t0);
   ASSERT_EQ(b.route(t0 + seconds(10)), Route::Probe);
   b.on_probe_abandoned(t0 + seconds(10));
   EXPECT_EQ(b.state(), CircuitState::Open);

@@ -87,6 +87,7 @@ fallback:
   probe_interval_s: 2
 engine:
   debug_step_delay_ms: 40
+  debug_fault: "bad_alloc:request=3:tokens=2"
 api_server:
   log_format: text
 )",
@@ -96,6 +97,7 @@ api_server:
   EXPECT_EQ(c.fallback_failure_threshold, 5);
   EXPECT_EQ(c.fallback_probe_interval_s, 2);
   EXPECT_EQ(c.debug_step_delay_ms, 40);
+  EXPECT_EQ(c.debug_fault, "bad_alloc:request=3:tokens=2");
   EXPECT_EQ(c.log_format, "text");
   EXPECT_NE(
       error_of([&] { set_config_value(c, "fallback.url", "https://x"); }).find("fallback.url"),
@@ -103,6 +105,10 @@ api_server:
   EXPECT_NE(error_of([&] {
               set_config_value(c, "fallback.failure_threshold", "0");
             }).find("fallback.failure_threshold"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              set_config_value(c, "engine.debug_fault", "segfault:step=1");
+            }).find("config: engine.debug_fault 'segfault:step=1': the kind must be"),
             std::string::npos);
   EXPECT_NE(error_of([&] {
               set_config_value(c, "api_server.log_format", "xml");

@@ -165,7 +165,7 @@ RedisStoreOptions store_at(int port) {
 
 std::vector<RedisCompletion> wait_all(RedisStore& store, size_t n) {
   std::vector<RedisCompletion> all;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (all.size() < n && std::chrono::steady_clock::now() < deadline) {
     for (RedisCompletion& c : store.poll(std::chrono::milliseconds(50))) all.push_back(c);
   }
@@ -179,14 +179,16 @@ TEST(RedisStore, ARedisThatIsNotThereFailsEveryRequestAndThenFailsFast) {
   std::vector<RedisCompletion> done = wait_all(store, 2);
   ASSERT_EQ(done.size(), 2u);
   for (const RedisCompletion& c : done) EXPECT_EQ(c.status, RedisStatus::kUnavailable);
-  // Within retry_interval: answered without touching the network.
-  const auto start = std::chrono::steady_clock::now();
+  // One round tried the network (the second request, if in a round of its own, came within
+  // retry_interval of the first failure).
+  EXPECT_EQ(store.stats().failed_rounds, 1u);
+  // Within retry_interval (5 s): answered without touching the network.
   store.submit(RedisOp::kGet, "c");
   done = wait_all(store, 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].status, RedisStatus::kUnavailable);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
   const RedisStoreStats s = store.stats();
+  EXPECT_EQ(s.failed_rounds, 1u);
   EXPECT_EQ(s.errors, 3u);
   EXPECT_EQ(s.connects, 0u);
   EXPECT_FALSE(s.up);
@@ -195,12 +197,13 @@ TEST(RedisStore, ARedisThatIsNotThereFailsEveryRequestAndThenFailsFast) {
 TEST(RedisStore, ARedisThatNeverAnswersTimesOut) {
   SilentServer silent;
   RedisStore store(store_at(silent.port()));
-  const auto start = std::chrono::steady_clock::now();
   store.submit(RedisOp::kGet, "a");
+  // The server accepts and never answers: only the command timeout can end the request.
   const std::vector<RedisCompletion> done = wait_all(store, 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].status, RedisStatus::kUnavailable);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ(store.stats().connects, 1u);
+  EXPECT_EQ(store.stats().failed_rounds, 1u);
 }
 
 // The engine with a shared tier that fails: the same greedy tokens as without one.

@@ -1,4 +1,5 @@
-// An engine EventCallback for tests: collects a request's tokens; wait() blocks until it finished.
+// An engine EventCallback for tests: collects a request's tokens; wait() blocks until it finished,
+// finished() then gives the Finished event.
 #pragma once
 
 #include <condition_variable>
@@ -16,6 +17,7 @@ class TokenCollector {
       std::lock_guard lock(mutex_);
       if (e.kind == GenerationEvent::Kind::Token) tokens_.push_back(e.token);
       if (e.kind == GenerationEvent::Kind::Finished) {
+        finished_ = e;
         done_ = true;
         cv_.notify_all();
       }
@@ -26,12 +28,18 @@ class TokenCollector {
     cv_.wait(lock, [&] { return done_; });
     return tokens_;
   }
+  GenerationEvent finished() {
+    wait();
+    std::lock_guard lock(mutex_);
+    return finished_;
+  }
 
  private:
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;
   std::vector<TokenId> tokens_;
+  GenerationEvent finished_;
 };
 
 }  // namespace k25
