@@ -4,6 +4,7 @@
 // sends a whole oversized body before reading gets the 413, and a 1 MiB prompt being tokenised
 // does not stall the streams served by the same event-loop thread.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
