@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -37,6 +38,19 @@ void raise_file_limit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
+}
+
+// api_server.max_connections 0: the file-descriptor limit less a reserve for the model, the
+// logs, the disk tier and upstream connections, so that accept() is not what runs out.
+int connection_cap(int configured) {
+  if (configured > 0) return configured;
+  rlimit limit{};
+  rlim_t n = 1 << 20;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+    n = std::min(n, limit.rlim_cur);
+  }
+  const rlim_t reserve = std::min<rlim_t>(64, n / 2);
+  return static_cast<int>(std::max<rlim_t>(1, n - reserve));
 }
 
 template <class Done>
@@ -113,11 +127,14 @@ int run(const k25::ServerConfig& config) {
   http.idle_timeout = std::chrono::seconds(config.idle_timeout_s);
   http.write_timeout = std::chrono::seconds(config.write_timeout_s);
   http.io_threads = config.io_threads;
+  http.max_connections = connection_cap(config.max_connections);
+  http.retry_after_s = config.retry_after_s;
   k25::HttpServer server(
       http, [&api](k25::HttpExchange& ex) { return api.handle(ex); },
       [&api](int status, const std::string& message) { return api.error_text(status, message); });
   server.start();
-  log_event(k25::concat("\"listening\",\"host\":\"", config.host, "\",\"port\":", server.port()));
+  log_event(k25::concat("\"listening\",\"host\":\"", config.host, "\",\"port\":", server.port(),
+                        ",\"max_connections\":", http.max_connections));
 
   std::unique_ptr<k25::Model> model;
   std::unique_ptr<k25::Engine> engine;

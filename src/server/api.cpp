@@ -121,7 +121,7 @@ std::string model_name_of(const Model& model, const std::string& path) {
 
 }  // namespace
 
-Api::Api(ServerConfig config) : config_(std::move(config)) {
+Api::Api(ServerConfig config) : config_(std::move(config)), prompt_workers_(config_.io_threads) {
   if (!config_.fallback_url.empty()) {
     upstream_ = parse_upstream_url(config_.fallback_url);
     breaker_ =
@@ -190,6 +190,7 @@ std::string Api::error_text(int status, const std::string& message) const {
   const char* code = status == 413   ? "request_too_large"
                      : status == 408 ? "request_timeout"
                      : status == 431 ? "headers_too_large"
+                     : status == 503 ? "too_many_connections"
                                      : "invalid_http";
   return json_text(error_body(make_error(status, message, code)));
 }
@@ -358,16 +359,21 @@ std::vector<TokenId> Api::chat_prompt(const ParsedRequest& parsed, std::string& 
 
 net::awaitable<void> Api::count_tokens(HttpExchange& ex) {
   serving_engine();
-  ParsedRequest parsed = parse_count_tokens_body(ex.request().body(), defaults_);
-  std::string text;
-  json body = {{"input_tokens", chat_prompt(parsed, text).size()}};
+  const size_t n_tokens = co_await prompt_workers_.run([&] {
+    ParsedRequest parsed = parse_count_tokens_body(ex.request().body(), defaults_);
+    std::string text;
+    return chat_prompt(parsed, text).size();
+  });
+  json body = {{"input_tokens", n_tokens}};
   co_await ex.send(200, "application/json", json_text(body));
 }
 
 net::awaitable<void> Api::tokenize(HttpExchange& ex) {
   Engine& engine = serving_engine();
-  TokenizeRequest req = parse_tokenize_body(ex.request().body());
-  std::vector<TokenId> ids = engine.model().tokenizer().encode(req.content, req.add_special, true);
+  std::vector<TokenId> ids = co_await prompt_workers_.run([&] {
+    TokenizeRequest req = parse_tokenize_body(ex.request().body());
+    return engine.model().tokenizer().encode(req.content, req.add_special, true);
+  });
   json body = {{"tokens", ids}};
   co_await ex.send(200, "application/json", json_text(body));
 }

@@ -20,6 +20,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/ops_metrics.h"
+#include "server/prompt_workers.h"
 #include "server/request_parsing.h"
 #include "server/tool_call_format.h"
 #include "server/upstream.h"
@@ -90,6 +91,9 @@ class Api {
   RequestDefaults defaults_;
   std::unique_ptr<ChatTemplate> chat_template_;  // the model's template, parsed once
   ToolCallFormat tool_call_format_ = ToolCallFormat::Hermes;
+  // Body parsing, chat rendering and tokenisation run here, off the event-loop threads. Last:
+  // its threads are joined before the members they use go.
+  PromptWorkers prompt_workers_;
 };
 
 }  // namespace k25

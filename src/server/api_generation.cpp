@@ -102,6 +102,17 @@ std::optional<ApiError> failure_of(ApiFlavor flavor, const GenerationEvent& even
   return std::nullopt;
 }
 
+// The events a streaming client has not taken outgrew api_server.stream_buffer_bytes: it
+// stopped reading (the socket buffers in front of it are full too). The request is cancelled
+// rather than paused: a paused request would hold its batch slot and KV pages, which others
+// wait for, for as long as the client likes. A client that reads again gets this error.
+ApiError slow_reader_error(int64_t limit_bytes, int retry_after_s) {
+  return status_error(503,
+                      concat("the client did not read the stream: more than ", limit_bytes,
+                             " bytes of events waited for it; the request was cancelled"),
+                      "slow_reader", "service_unavailable", retry_after_s);
+}
+
 const char* response_id_prefix(ApiFlavor flavor) {
   switch (flavor) {
     case ApiFlavor::Chat:
@@ -150,9 +161,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
     throw ApiException(status_error(400, message, "gate_not_found", "invalid_request_error"));
   }
-  ParsedRequest parsed = flavor == ApiFlavor::Messages
-                             ? parse_messages_body(req.body(), defaults_)
-                             : parse_request_body(flavor, req.body(), defaults_);
+  ParsedRequest parsed = co_await prompt_workers_.run([&] {
+    return flavor == ApiFlavor::Messages ? parse_messages_body(req.body(), defaults_)
+                                         : parse_request_body(flavor, req.body(), defaults_);
+  });
   const bool chat = flavor == ApiFlavor::Chat || flavor == ApiFlavor::Messages;
 
   const Tokenizer& tokenizer = engine.model().tokenizer();
@@ -168,11 +180,12 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       request.prompt.push_back(static_cast<TokenId>(id));
     }
   } else if (chat) {
-    request.prompt = chat_prompt(parsed, chat_text);
+    request.prompt = co_await prompt_workers_.run([&] { return chat_prompt(parsed, chat_text); });
     request.stop_tokens = chat_template_->stop_tokens();
     request.stop = chat_template_->stop_strings();
   } else {
-    request.prompt = tokenizer.encode(parsed.prompt, true, true);
+    request.prompt =
+        co_await prompt_workers_.run([&] { return tokenizer.encode(parsed.prompt, true, true); });
   }
   const int n_prompt = static_cast<int>(request.prompt.size());
   if (n_prompt == 0) throw_bad_request("the prompt has no tokens", "prompt", "invalid_value");
@@ -232,7 +245,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   // OpenAI's n: n engine requests of the same prompt (the prefix cache shares its KV once one
   // of them has computed it). With a seed, choice i samples with seed + i.
   const int n_choices = parsed.n;
-  auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor);
+  auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor,
+                                                static_cast<size_t>(config_.stream_buffer_bytes));
   std::vector<RequestId> ids;
   // A lambda, not a range-for in the coroutine body: GCC 12 mishandles those in coroutine frames.
   auto cancel_all_choices = [&] {
@@ -270,6 +284,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     throw ApiException(*refused);
   }
   log.request_id = ids.front();
+  // A client that stops reading: the engine stops working for it (see slow_reader_error).
+  channel->on_overflow([&engine, ids] {
+    for (RequestId id : ids) engine.cancel(id);
+  });
 
   ResponseContext ctx;
   ctx.flavor = flavor;
@@ -370,6 +388,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     } else {
       next = co_await channel->next(kClientCheckInterval);
       check_client();
+    }
+    if (!next && channel->overflowed()) {
+      failure = slow_reader_error(config_.stream_buffer_bytes, config_.retry_after_s);
+      failed_as = FinishReason::Cancelled;
     }
     if (!next) continue;
     const int index = next->choice;

@@ -271,6 +271,17 @@ std::vector<ConfigKey> make_keys() {
                       86'400));
   k.push_back(int_key("api_server.io_threads", "--io-threads", "HTTP event-loop threads",
                       &C::io_threads, 1, 64));
+  k.push_back(int_key("api_server.max_connections", "--max-connections",
+                      "open connections at most; more get 503 (0: the file-descriptor limit less "
+                      "a reserve)",
+                      &C::max_connections, 0, 1 << 24));
+  k.push_back({"api_server.stream_buffer_bytes", "--stream-buffer-bytes",
+               "events a streaming client has not read, per connection, before its request is "
+               "cancelled",
+               [](C& c, const std::string& v) {
+                 c.stream_buffer_bytes =
+                     parse_int("api_server.stream_buffer_bytes", v, 4096, int64_t{1} << 32);
+               }});
   k.push_back(int_key("api_server.shutdown_timeout_s", "--shutdown-timeout-s",
                       "on SIGTERM, seconds in-flight requests get to finish",
                       &C::shutdown_timeout_s, 0, 86'400));

@@ -91,6 +91,9 @@ struct ServerConfig {
   int write_timeout_s = 30;
   int idle_timeout_s = 60;  // keep-alive connections with no request for this long are closed
   int io_threads = 2;
+  int max_connections = 0;  // over it: a quick 503; 0 = the file-descriptor limit less a reserve
+  // Events a streaming client has not taken yet, per connection; beyond: the request is cancelled
+  int64_t stream_buffer_bytes = 256 << 10;
   int shutdown_timeout_s = 30;
   int retry_after_s = 1;
   bool log_requests = true;

@@ -1,9 +1,14 @@
 #include "server/http_server.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <iostream>
+#include <sstream>
 
 #include "util/error.h"
 
@@ -11,8 +16,26 @@ namespace k25 {
 
 namespace {
 constexpr uint32_t kHeaderLimitBytes = 16 * 1024;
+// After a failed accept the loop waits this long, doubling up to the last, before it tries again.
+constexpr std::chrono::milliseconds kFirstAcceptPause{10};
+constexpr std::chrono::milliseconds kLastAcceptPause{1000};
+// A rejected body is read and dropped up to this much (or 4 bodies of the limit, if more), each
+// read within kDrainIdle, the whole within the read timeout.
+constexpr int64_t kDrainBytes = int64_t{64} << 20;
+constexpr std::chrono::seconds kDrainIdle{2};
+
 auto with_ec(beast::error_code& ec) {
   return net::redirect_error(net::use_awaitable, ec);
+}
+
+bool out_of_descriptors(const beast::error_code& ec) {
+  return ec == net::error::no_descriptors ||
+         ec == boost::system::errc::too_many_files_open_in_system;
+}
+
+void log_accept_error(const beast::error_code& ec) {
+  std::cerr << "{\"event\":\"accept_error\",\"message\":\"" << ec.message()
+            << "\",\"retry_ms\":" << kFirstAcceptPause.count() << "}\n";
 }
 }  // namespace
 
@@ -94,6 +117,7 @@ HttpServer::HttpServer(HttpServerOptions options, HttpHandler handler, HttpError
 
 HttpServer::~HttpServer() {
   stop();
+  if (spare_fd_ >= 0) ::close(spare_fd_);
 }
 
 void HttpServer::start() {
@@ -107,6 +131,20 @@ void HttpServer::start() {
   if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
   if (ec) fail("cannot listen on ", options_.host, ":", options_.port, ": ", ec.message());
   port_ = acceptor_.local_endpoint().port();
+  // Synchronous accepts (refuse_one_pending) must not block when no connection is pending.
+  acceptor_.non_blocking(true, ec);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  http::response<http::string_body> refusal{http::status::service_unavailable, 11};
+  refusal.set(http::field::server, "k25");
+  refusal.set(http::field::content_type, "application/json");
+  refusal.set(http::field::retry_after, std::to_string(options_.retry_after_s));
+  refusal.keep_alive(false);
+  refusal.body() = error_body_(503, concat("too many connections: this server holds ",
+                                           options_.max_connections, " at most"));
+  refusal.prepare_payload();
+  std::ostringstream refusal_text;
+  refusal_text << refusal;
+  refusal_ = refusal_text.str();
   work_ = std::make_unique<net::executor_work_guard<net::io_context::executor_type>>(
       ioc_.get_executor());
   net::co_spawn(acceptor_.get_executor(), accept_loop(), net::detached);
@@ -130,6 +168,8 @@ void HttpServer::stop() {
 }
 
 net::awaitable<void> HttpServer::accept_loop() {
+  net::steady_timer pause_timer(acceptor_.get_executor());
+  std::chrono::milliseconds pause{0};
   for (;;) {
     // Each connection gets its own strand: its coroutine and every event posted to it are
     // serialised, whatever thread runs them.
@@ -138,8 +178,23 @@ net::awaitable<void> HttpServer::accept_loop() {
     co_await acceptor_.async_accept(socket, with_ec(ec));
     if (ec) {
       if (!acceptor_.is_open()) co_return;
-      continue;  // e.g. EMFILE: keep serving the connections we have
+      // At the descriptor limit the pending connection stays pending: retrying at once would
+      // spin. Refuse it with the spare descriptor; when that cannot be done, wait (longer each
+      // time) while the connections we have keep being served.
+      if (out_of_descriptors(ec) && refuse_one_pending()) continue;
+      if (pause.count() == 0) log_accept_error(ec);
+      pause = pause.count() == 0 ? kFirstAcceptPause : std::min(2 * pause, kLastAcceptPause);
+      pause_timer.expires_after(pause);
+      co_await pause_timer.async_wait(with_ec(ec));
+      continue;
     }
+    pause = std::chrono::milliseconds(0);
+    if (spare_fd_ < 0) spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (connections_ >= options_.max_connections) {
+      refuse(socket);
+      continue;
+    }
+    ++connections_;  // here, not in session(): the next accept must see it
     auto executor = socket.get_executor();
     net::co_spawn(executor, session(std::move(socket)), [](std::exception_ptr e) {
       if (!e) return;
@@ -152,23 +207,48 @@ net::awaitable<void> HttpServer::accept_loop() {
   }
 }
 
+void HttpServer::refuse(net::ip::tcp::socket& socket) const {
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  // What already came of the request is read first: closing with bytes unread makes the kernel
+  // reset the connection, and the client could lose the answer.
+  std::array<char, 16 * 1024> scratch;
+  socket.read_some(net::buffer(scratch), ec);
+  net::write(socket, net::buffer(refusal_), ec);
+  socket.shutdown(net::ip::tcp::socket::shutdown_both, ec);
+  socket.close(ec);
+}
+
+bool HttpServer::refuse_one_pending() {
+  if (spare_fd_ < 0) return false;
+  ::close(spare_fd_);
+  net::ip::tcp::socket socket(ioc_);
+  beast::error_code ec;
+  acceptor_.accept(socket, ec);
+  if (!ec) refuse(socket);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  return !ec;
+}
+
 // Closing while the client is still sending its (rejected) body makes the kernel reset the
-// connection, and the client may lose the answer it has not read yet. So: stop sending, then
-// read and drop what still comes, for a bounded time and amount.
+// connection, and a client that reads only once it has sent everything (Python's http.client,
+// many SDKs) gets a broken pipe instead of the answer. So: stop sending, then read and drop what
+// still comes, bounded in bytes and time.
 net::awaitable<void> HttpServer::drain_before_close(beast::tcp_stream& stream) {
   beast::error_code ec;
   stream.socket().shutdown(net::ip::tcp::socket::shutdown_send, ec);
   std::vector<char> scratch(64 * 1024);
-  int64_t budget = 2 * options_.max_body_bytes + (1 << 20);
-  stream.expires_after(std::chrono::seconds(2));
-  while (!ec && budget > 0) {
+  int64_t budget = std::max(kDrainBytes, 4 * options_.max_body_bytes);
+  const auto deadline = std::chrono::steady_clock::now() + options_.read_timeout;
+  for (auto now = std::chrono::steady_clock::now(); !ec && budget > 0 && now < deadline;
+       now = std::chrono::steady_clock::now()) {
+    stream.expires_after(std::min<std::chrono::steady_clock::duration>(kDrainIdle, deadline - now));
     size_t n = co_await stream.async_read_some(net::buffer(scratch), with_ec(ec));
     budget -= static_cast<int64_t>(n);
   }
 }
 
 net::awaitable<void> HttpServer::session(net::ip::tcp::socket socket) {
-  ++connections_;
   struct Counter {
     std::atomic<int>& n;
     ~Counter() { --n; }

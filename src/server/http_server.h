@@ -25,6 +25,10 @@ struct HttpServerOptions {
   std::chrono::seconds idle_timeout{60};   // waiting for the next request on a kept-alive socket
   std::chrono::seconds write_timeout{30};  // one write to the client
   int io_threads = 2;
+  // Open connections at most; the ones over it get a quick 503 (with Retry-After) and are
+  // closed, so the server keeps file descriptors for the work it has.
+  int max_connections = 1024;
+  int retry_after_s = 1;
 };
 
 // One request and the ways to answer it; the handler uses exactly one of send() or the
@@ -90,6 +94,12 @@ class HttpServer {
   net::awaitable<void> accept_loop();
   net::awaitable<void> session(net::ip::tcp::socket socket);
   net::awaitable<void> drain_before_close(beast::tcp_stream& stream);
+  // Answers 503 on a connection it will not serve and closes it, without waiting on it.
+  void refuse(net::ip::tcp::socket& socket) const;
+  // Out of file descriptors: takes one pending connection with the spare descriptor and
+  // refuses it, so clients in the listen queue get an answer rather than a hang. False when
+  // none could be taken.
+  bool refuse_one_pending();
 
   HttpServerOptions options_;
   HttpHandler handler_;
@@ -99,6 +109,8 @@ class HttpServer {
   int port_ = 0;
   std::atomic<int> in_flight_{0};
   std::atomic<int> connections_{0};
+  std::string refusal_;  // the whole 503 response, built once
+  int spare_fd_ = -1;    // /dev/null, held to be given up when accept() runs out of descriptors
   std::vector<std::thread> threads_;
   std::unique_ptr<net::executor_work_guard<net::io_context::executor_type>> work_;
 };
