@@ -14,6 +14,7 @@
 #include "model/tokenizer.h"
 #include "server/api_error.h"
 #include "server/tool_call_parser.h"
+#include "util/error.h"
 
 namespace k25 {
 namespace {
