@@ -160,7 +160,9 @@ void expect_valid_call(const json& call, const std::string& only, const std::str
   EXPECT_EQ(call["type"], "function") << where;
   EXPECT_FALSE(call["id"].get<std::string>().empty()) << where;
   const std::string name = call["function"]["name"];
-  if (!only.empty()) EXPECT_EQ(name, only) << where;
+  if (!only.empty()) {
+    EXPECT_EQ(name, only) << where;
+  }
   json arguments;
   ASSERT_NO_THROW(arguments = json::parse(call["function"]["arguments"].get<std::string>()))
       << where << ": " << call.dump();
@@ -170,7 +172,9 @@ void expect_valid_call(const json& call, const std::string& only, const std::str
     EXPECT_TRUE(arguments["city"].is_string()) << where;
   } else {
     ASSERT_EQ(name, "search") << where;
-    if (arguments.contains("query")) EXPECT_TRUE(arguments["query"].is_string()) << where;
+    if (arguments.contains("query")) {
+      EXPECT_TRUE(arguments["query"].is_string()) << where;
+    }
   }
 }
 

@@ -139,9 +139,13 @@ TEST(ToolCallGrammar, RandomSentencesParseIntoValidCallsOfTheAllowedTools) {
         const ToolCallParse parsed = parse_tool_calls(format, text, json(kTools));
         ASSERT_FALSE(parsed.calls.empty()) << label << ": " << text;
         EXPECT_EQ(parsed.content, "") << label << ": " << text;
-        if (!r.parallel) EXPECT_EQ(parsed.calls.size(), 1u) << label << ": " << text;
+        if (!r.parallel) {
+          EXPECT_EQ(parsed.calls.size(), 1u) << label << ": " << text;
+        }
         for (const ToolCall& call : parsed.calls) {
-          if (!r.forced_name.empty()) EXPECT_EQ(call.name, r.forced_name) << label;
+          if (!r.forced_name.empty()) {
+            EXPECT_EQ(call.name, r.forced_name) << label;
+          }
           const ordered_json& tool =
               kTools[call.name == "get_weather" ? 0 : 1]["function"]["parameters"];
           EXPECT_EQ(testing::schema_violation(ordered_json::parse(call.arguments), tool), "")
