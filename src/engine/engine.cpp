@@ -926,7 +926,13 @@ void Engine::on_logits(Sequence& seq, float* logits) {
   const int n_vocab = model_.config().n_vocab;
   GenerationEvent event;
   const auto sample = [&] {
-    return seq.grammar ? sample_constrained(seq.sampler, *seq.grammar, logits, n_vocab, seq.tokens)
+    // Tokens that may follow this one before max_tokens or the context ends the output.
+    const int64_t tokens_left =
+        std::min<int64_t>(seq.request.max_tokens - seq.n_generated,
+                          context_size_ - static_cast<int64_t>(seq.tokens.size())) -
+        1;
+    return seq.grammar ? sample_constrained(seq.sampler, *seq.grammar, logits, n_vocab, seq.tokens,
+                                            tokens_left)
                        : seq.sampler.sample(logits, seq.tokens);
   };
   if (seq.request.top_logprobs >= 0) {

@@ -74,9 +74,9 @@ GenerateResult generate(Model& model, ThreadPool& pool, const std::vector<TokenI
       const BatchToken next{history.back(), static_cast<int>(history.size()) - 1, 0, true};
       model.forward({next}, *kv, logits.data(), pool);
     }
-    const TokenId token =
-        grammar ? sample_constrained(sampler, *grammar, logits.data(), c.n_vocab, history)
-                : sampler.sample(logits.data(), history);
+    const TokenId token = grammar ? sample_constrained(sampler, *grammar, logits.data(), c.n_vocab,
+                                                       history, options.n_predict - i - 1)
+                                  : sampler.sample(logits.data(), history);
     history.push_back(token);
     result.tokens.push_back(token);
     if (!options.ignore_eos && tok.is_end_of_generation(token)) {

@@ -12,10 +12,45 @@ namespace {
 constexpr size_t kMaxHeads = 4096;
 constexpr size_t kMaxCachedMasks = 64;
 
+// Shortest completions are counted up to this many bytes (far beyond any token budget).
+constexpr uint64_t kFarBytes = uint64_t{1} << 30;
+
 void sort_unique(std::vector<uint32_t>& v) {
   if (v.size() < 2) return;
   std::sort(v.begin(), v.end());
   v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// The fewest bytes each rule derives (a fixpoint, like the compiler's productivity check), then
+// per element the fewest bytes from it to the end of its alternative.
+std::vector<uint32_t> min_bytes_from(const Grammar& g) {
+  const auto element_bytes = [&](const GrammarElement& e, const std::vector<uint64_t>& rule_min) {
+    return e.kind == GrammarElement::Kind::Bytes ? uint64_t{1} : rule_min[e.index];
+  };
+  std::vector<uint64_t> rule_min(g.rules.size(), kFarBytes);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < g.rules.size(); ++r) {
+      for (uint32_t p : g.rules[r].alternatives) {
+        uint64_t sum = 0;
+        for (; g.elements[p].kind != GrammarElement::Kind::End; ++p)
+          sum = std::min(kFarBytes, sum + element_bytes(g.elements[p], rule_min));
+        if (sum < rule_min[r]) rule_min[r] = sum, changed = true;
+      }
+    }
+  }
+  std::vector<uint32_t> out(g.elements.size(), 0);
+  for (const Grammar::Rule& rule : g.rules) {
+    for (uint32_t start : rule.alternatives) {
+      uint32_t end = start;
+      while (g.elements[end].kind != GrammarElement::Kind::End) ++end;
+      for (uint32_t p = end; p-- > start;) {
+        out[p] = static_cast<uint32_t>(
+            std::min(kFarBytes, out[p + 1] + element_bytes(g.elements[p], rule_min)));
+      }
+    }
+  }
+  return out;
 }
 }  // namespace
 
@@ -24,8 +59,10 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
                                std::vector<TokenId> end_tokens)
     : grammar_(std::move(grammar)),
       vocabulary_(std::move(vocabulary)),
-      end_tokens_(std::move(end_tokens)) {
+      end_tokens_(std::move(end_tokens)),
+      min_bytes_from_(min_bytes_from(*grammar_)) {
   nodes_.push_back({});  // kRoot
+  nodes_[kRoot].completion_bytes = 0;
   std::sort(end_tokens_.begin(), end_tokens_.end());
   for (uint32_t start : grammar_->rules[grammar_->root].alternatives) closure(start, kRoot, heads_);
   sort_unique(heads_);
@@ -142,35 +179,89 @@ bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   return true;
 }
 
+template <typename Visit>
+void GrammarMatcher::visit_allowed(Visit visit) {
+  if (can_end())
+    for (TokenId t : end_tokens_)
+      if (t >= 0 && t < vocabulary_->n_vocab()) visit(t, nullptr);
+  // Depth-first over the trie; levels_[d] is the state after the first d bytes of the current
+  // branch. A branch the grammar refuses is skipped whole.
+  const std::vector<GrammarVocabulary::TrieNode>& trie = vocabulary_->trie();
+  const std::vector<TokenId>& tokens = vocabulary_->trie_tokens();
+  levels_[0] = heads_;
+  for (size_t i = 1; i < trie.size();) {
+    const GrammarVocabulary::TrieNode& node = trie[i];
+    std::vector<uint32_t>& state = levels_[node.depth];
+    advance(levels_[node.depth - 1], node.byte, state);
+    if (state.empty()) {
+      i = node.subtree_end;
+      continue;
+    }
+    for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k)
+      if (!is_end_token(tokens[k])) visit(tokens[k], &state);
+    ++i;
+  }
+}
+
 const std::vector<uint64_t>& GrammarMatcher::allowed_tokens() {
   if (ended_) fail("grammar: the output has already ended");
   if (auto it = mask_cache_.find(heads_); it != mask_cache_.end()) return it->second;
   if (mask_cache_.size() >= kMaxCachedMasks) mask_cache_.clear();
   std::vector<uint64_t> bits((static_cast<size_t>(vocabulary_->n_vocab()) + 63) / 64, 0);
-  const auto set = [&](TokenId t) { bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); };
-  {
-    if (can_end())
-      for (TokenId t : end_tokens_)
-        if (t >= 0 && t < vocabulary_->n_vocab()) set(t);
-    // Depth-first over the trie; levels_[d] is the state after the first d bytes of the
-    // current branch. A branch the grammar refuses is skipped whole.
-    const std::vector<GrammarVocabulary::TrieNode>& trie = vocabulary_->trie();
-    const std::vector<TokenId>& tokens = vocabulary_->trie_tokens();
-    levels_[0] = heads_;
-    for (size_t i = 1; i < trie.size();) {
-      const GrammarVocabulary::TrieNode& node = trie[i];
-      std::vector<uint32_t>& state = levels_[node.depth];
-      advance(levels_[node.depth - 1], node.byte, state);
-      if (state.empty()) {
-        i = node.subtree_end;
-        continue;
-      }
-      for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k)
-        if (!is_end_token(tokens[k])) set(tokens[k]);
-      ++i;
-    }
-  }
+  visit_allowed([&](TokenId t, const std::vector<uint32_t>*) {
+    bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+  });
   return mask_cache_.emplace(heads_, std::move(bits)).first->second;
+}
+
+uint32_t GrammarMatcher::completion_bytes(uint32_t node) {
+  // A stack ends when every alternative on it does: the rests of them, summed from the top.
+  chain_.clear();
+  uint32_t n = node;
+  for (; nodes_[n].completion_bytes == kNotComputed; n = nodes_[n].parent) chain_.push_back(n);
+  uint64_t below = nodes_[n].completion_bytes;
+  for (size_t i = chain_.size(); i-- > 0;) {
+    below = std::min(kFarBytes, below + min_bytes_from_[nodes_[chain_[i]].pos]);
+    nodes_[chain_[i]].completion_bytes = static_cast<uint32_t>(below);
+  }
+  return nodes_[node].completion_bytes;
+}
+
+int64_t GrammarMatcher::tokens_to_end(const std::vector<uint32_t>& state) {
+  if (ended_ || (state.size() == 1 && state[0] == kAccept)) return 0;
+  uint64_t bytes = kFarBytes;
+  for (uint32_t head : state)
+    bytes = std::min<uint64_t>(bytes, head == kAccept ? 0 : completion_bytes(head));
+  return static_cast<int64_t>(bytes) + 1;  // and the end token
+}
+
+int64_t GrammarMatcher::tokens_to_end() {
+  return tokens_to_end(heads_);
+}
+
+bool GrammarMatcher::ends_within(TokenId token, int64_t tokens_left) {
+  if (is_end_token(token)) return true;
+  return walk(vocabulary_->piece(token), walk_result_) &&
+         tokens_to_end(walk_result_) <= tokens_left;
+}
+
+std::vector<uint64_t> GrammarMatcher::allowed_tokens_within(int64_t tokens_left) {
+  if (ended_) fail("grammar: the output has already ended");
+  std::vector<uint64_t> bits((static_cast<size_t>(vocabulary_->n_vocab()) + 63) / 64, 0);
+  int64_t soonest = static_cast<int64_t>(kFarBytes) + 1;
+  bool any = false;
+  for (int pass = 0; pass < 2 && !any; ++pass) {
+    // The second pass, when no token fits the budget: the tokens that end the output soonest.
+    const int64_t limit = pass == 0 ? tokens_left : soonest;
+    visit_allowed([&](TokenId t, const std::vector<uint32_t>* state) {
+      const int64_t cost = state ? tokens_to_end(*state) : 0;
+      soonest = std::min(soonest, cost);
+      if (cost > limit) return;
+      bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+      any = true;
+    });
+  }
+  return bits;
 }
 
 }  // namespace k25

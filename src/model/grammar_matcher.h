@@ -34,6 +34,17 @@ class GrammarMatcher {
   // The allowed tokens as a bitset over the vocabulary (bit t of word t / 64). Cached per state.
   const std::vector<uint64_t>& allowed_tokens();
 
+  // Ending within a token budget (docs/constrained-decoding.md, "Ending within max_tokens"): the
+  // fewest tokens that end the output from here, counting one token per byte of the shortest
+  // completion plus the end token (0 once the output is complete). An upper bound whenever the
+  // vocabulary has one-byte tokens for those bytes.
+  int64_t tokens_to_end();
+  // Whether the output can still end within `tokens_left` more tokens after `token` (allowed).
+  bool ends_within(TokenId token, int64_t tokens_left);
+  // The allowed tokens after which the output can end within `tokens_left` more tokens; when no
+  // token can, those after which it ends soonest. Not cached (asked for near the budget's end).
+  std::vector<uint64_t> allowed_tokens_within(int64_t tokens_left);
+
   bool can_end() const { return !heads_.empty() && heads_.back() == kAccept; }
   // Nothing can follow: the output is a whole sentence of the grammar and ends here.
   bool is_complete() const { return heads_.size() == 1 && heads_[0] == kAccept; }
@@ -50,6 +61,7 @@ class GrammarMatcher {
     uint32_t pos = 0;     // element to match next (Bytes at a head, Rule inside a stack)
     uint32_t parent = 0;  // the stack to return to when the alternative ends
     uint32_t successors_begin = kNotComputed, successors_end = 0;
+    uint32_t completion_bytes = kNotComputed;  // the shortest way to the end from this stack
   };
 
   uint32_t intern(uint32_t pos, uint32_t parent);
@@ -59,6 +71,11 @@ class GrammarMatcher {
   std::pair<uint32_t, uint32_t> successors(uint32_t node);
   void advance(const std::vector<uint32_t>& from, uint8_t byte, std::vector<uint32_t>& to);
   bool walk(std::string_view bytes, std::vector<uint32_t>& state);
+  // Calls visit(token, state after it) for every allowed token (state: null for end tokens).
+  template <typename Visit>
+  void visit_allowed(Visit visit);
+  uint32_t completion_bytes(uint32_t node);
+  int64_t tokens_to_end(const std::vector<uint32_t>& state);
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const GrammarVocabulary> vocabulary_;
@@ -66,6 +83,8 @@ class GrammarMatcher {
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, uint32_t> node_index_;
   std::vector<uint32_t> successors_;
+  // Per element: the fewest bytes from it to the end of its alternative.
+  std::vector<uint32_t> min_bytes_from_;
   std::vector<uint32_t> heads_;  // sorted; kAccept last when present
   bool ended_ = false;           // an end token was accepted
   std::map<std::vector<uint32_t>, std::vector<uint64_t>> mask_cache_;
@@ -73,7 +92,7 @@ class GrammarMatcher {
   std::vector<std::pair<uint32_t, uint32_t>> work_;
   std::unordered_set<uint64_t> visited_;
   std::vector<std::vector<uint32_t>> levels_;
-  std::vector<uint32_t> walk_a_, walk_b_, walk_result_;
+  std::vector<uint32_t> walk_a_, walk_b_, walk_result_, chain_;
   std::vector<float> scratch_logits_;
 };
 

@@ -8,12 +8,11 @@
 namespace k25 {
 
 TokenId sample_constrained(Sampler& sampler, GrammarMatcher& matcher, float* logits, int n_logits,
-                           const std::vector<TokenId>& history) {
+                           const std::vector<TokenId>& history, int64_t tokens_left) {
   std::vector<float>& raw = matcher.scratch_logits();
   raw.assign(logits, logits + n_logits);  // the sampler rewrites logits in place
-  TokenId token = sampler.sample(logits, history);
-  if (!matcher.allows(token)) {
-    const std::vector<uint64_t>& allowed = matcher.allowed_tokens();
+  // Samples again with the tokens outside `allowed` at -inf (in `raw`, so masks accumulate).
+  const auto sample_from = [&](const std::vector<uint64_t>& allowed) {
     const int n_vocab = std::min(n_logits, matcher.n_vocab());
     bool any = false;
     for (int t = 0; t < n_logits; ++t) {
@@ -23,8 +22,12 @@ TokenId sample_constrained(Sampler& sampler, GrammarMatcher& matcher, float* log
     }
     if (!any) fail("grammar: no token of the vocabulary can continue the output here");
     std::copy(raw.begin(), raw.end(), logits);
-    token = sampler.sample(logits, history);
-  }
+    return sampler.sample(logits, history);
+  };
+  TokenId token = sampler.sample(logits, history);
+  if (!matcher.allows(token)) token = sample_from(matcher.allowed_tokens());
+  if (!matcher.ends_within(token, tokens_left))
+    token = sample_from(matcher.allowed_tokens_within(tokens_left));
   matcher.accept(token);
   return token;
 }

@@ -161,8 +161,10 @@ void Api::set_engine(Engine* engine) {
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
   defaults_.n_vocab = model.config().n_vocab;
   const Vocab& vocab = model.tokenizer().vocab();
-  chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer());
-  tool_call_format_ = detect_tool_call_format(vocab.chat_template);
+  // model.chat_template (--chat-template) replaces the model's template, tool-call format included.
+  chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer(), config_.chat_template);
+  tool_call_format_ = detect_tool_call_format(
+      config_.chat_template.empty() ? vocab.chat_template : config_.chat_template);
   engine_.store(engine);
 }
 

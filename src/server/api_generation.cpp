@@ -13,6 +13,7 @@
 #include "server/request_log.h"
 #include "server/response_format.h"
 #include "server/response_stream.h"
+#include "server/tool_call_grammar.h"
 #include "server/tool_call_response.h"
 #include "server/tool_call_stream.h"
 #include "util/error.h"
@@ -200,6 +201,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   request.top_logprobs = parsed.top_logprobs;
   request.ignore_eos = parsed.ignore_eos;
   request.grammar = parsed.grammar;
+  // A forced call has no text answer for response_format to shape: its grammar is the call's.
+  if (parsed.tools.forces_call()) {
+    request.grammar = forced_tool_call_grammar(tool_call_format_, parsed.tools, parsed.tool_specs);
+  }
   request.priority = sla_priority(hints.sla);
   // R-KV4: the x-session-id header names the session for every endpoint and wins over the body.
   request.session_id = parsed.session_id;

@@ -46,6 +46,7 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
   load_redis_password(out.config);
   if (!api_key.empty()) out.config.api_key = api_key;  // the flag wins over the file
   load_warmup_file(out.config);
+  load_chat_template(out.config);
   return out;
 }
 

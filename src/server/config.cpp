@@ -11,6 +11,8 @@
 
 #include "engine/step_fault.h"
 #include "kv/redis_url.h"
+#include "tokenizer/chat_prompt.h"
+#include "tokenizer/jinja_error.h"
 #include "util/bits.h"
 #include "util/error.h"
 #include "util/text_file.h"
@@ -91,6 +93,9 @@ std::vector<ConfigKey> make_keys() {
   std::vector<ConfigKey> k;
   k.push_back(
       string_key("model.path", "--model", "GGUF file or Hugging Face directory", &C::model_path));
+  k.push_back(string_key("model.chat_template", "--chat-template",
+                         "Jinja chat template file that replaces the model's own",
+                         &C::chat_template_file));
   k.push_back(int_key("model.tensor_parallel_size", "--tensor-parallel-size",
                       "tensor-parallel ranks (one process uses 1)", &C::tensor_parallel_size, 1,
                       1024));
@@ -436,6 +441,23 @@ void load_redis_password(ServerConfig& config) {
     fail("config: flash_scheduler.redis_password_file: '", config.redis_password_file,
          "' holds no password");
   }
+}
+
+void load_chat_template(ServerConfig& config) {
+  if (config.chat_template_file.empty()) return;
+  const std::string where =
+      concat("config: model.chat_template: '", config.chat_template_file, "'");
+  std::ifstream in(config.chat_template_file, std::ios::binary);
+  if (!in) fail(where, ": cannot open the file");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().empty()) fail(where, " is empty");
+  try {
+    ChatPromptTemplate check(text.str(), "", "");  // parsed only to report its errors now
+  } catch (const jinja::TemplateError& e) {
+    fail(where, " does not parse: ", e.what());
+  }
+  config.chat_template = text.str();
 }
 
 void load_warmup_file(ServerConfig& config) {

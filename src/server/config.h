@@ -22,6 +22,8 @@ struct WarmupPrompt {
 struct ServerConfig {
   // model
   std::string model_path;
+  std::string chat_template_file;  // a Jinja chat template that replaces the model's
+  std::string chat_template;       // its text, read by load_chat_template()
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
   // flash_scheduler (the KV tiers read the cache keys when they land)
@@ -135,6 +137,10 @@ void load_api_key(ServerConfig& config);
 // Reads the first line of redis_password_file into redis_password when set (an empty one is an
 // error).
 void load_redis_password(ServerConfig& config);
+
+// Reads chat_template_file into chat_template when set. A file that cannot be read, is empty or
+// does not parse as a template is an error naming it (at start-up, not at the first request).
+void load_chat_template(ServerConfig& config);
 
 // Appends the prompts of warmup_file (one {"domain": ..., "prompt": ...} per line; blank lines
 // skipped) to warmup. Throws k25::Error naming the file and line.

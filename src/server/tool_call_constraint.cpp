@@ -2,7 +2,7 @@
 
 namespace k25 {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 namespace {
 
@@ -11,9 +11,9 @@ struct AllowedTool {
   json parameters;
 };
 
-std::vector<AllowedTool> allowed_tools(const ToolRequest& request) {
+std::vector<AllowedTool> allowed_tools(const ToolRequest& request, const json& tools) {
   std::vector<AllowedTool> out;
-  for (const json& tool : request.tools) {
+  for (const json& tool : tools) {
     const json& f = tool["function"];
     const std::string name = f["name"].get<std::string>();
     if (request.choice == ToolChoiceMode::Named && name != request.forced_name) continue;
@@ -76,8 +76,9 @@ std::vector<ToolCallConstraintPart> named_parts(const std::vector<AllowedTool>& 
 
 }  // namespace
 
-ToolCallConstraint tool_call_constraint(ToolCallFormat format, const ToolRequest& request) {
-  const std::vector<AllowedTool> tools = allowed_tools(request);
+ToolCallConstraint tool_call_constraint(ToolCallFormat format, const ToolRequest& request,
+                                        const json& specs) {
+  const std::vector<AllowedTool> tools = allowed_tools(request, specs);
   ToolCallConstraint c;
   switch (format) {
     case ToolCallFormat::Hermes:

@@ -18,7 +18,7 @@ namespace k25 {
 
 struct ToolCallConstraintPart {
   std::string prefix;
-  nlohmann::json schema;  // JSON schema of the value between prefix and suffix
+  nlohmann::ordered_json schema;  // JSON schema of the value between prefix and suffix
   std::string suffix;
 };
 
@@ -31,8 +31,11 @@ struct ToolCallConstraint {
 };
 
 // For a request whose `forces_call()`: the tools it allows (all, or the named one) in the
-// model's format. The XML formats (QwenXml, GlmXml) are constrained to the JSON form their
-// parser also reads.
-ToolCallConstraint tool_call_constraint(ToolCallFormat format, const ToolRequest& request);
+// model's format. `tools`: the request's tools as sent (ParsedRequest::tool_specs), whose key
+// order the schemas keep (properties are generated in that order, the call's name before its
+// arguments). The XML formats (QwenXml, GlmXml) are constrained to the JSON form their parser
+// also reads.
+ToolCallConstraint tool_call_constraint(ToolCallFormat format, const ToolRequest& request,
+                                        const nlohmann::ordered_json& tools);
 
 }  // namespace k25

@@ -1,7 +1,6 @@
 // Real clients, unchanged, against the real k25-server on stories260K: the scripts of
 // tests/integration/clients/ (an npm project pinned by its package-lock.json, installed by
-// scripts/setup.sh). A missing node or package fails the test. The tests of features still
-// being built are in clients_pending_test.cpp.txt.
+// scripts/setup.sh). A missing node or package fails the test.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -77,6 +76,22 @@ TEST_F(Clients, VercelAiSdkStructuredObject) {
   const std::string missing = missing_node_package("ai");
   ASSERT_TRUE(missing.empty()) << missing;
   EXPECT_CLIENT_PASSES("ai_sdk_object.mjs", server_args());
+}
+
+// tool_choice "required", a named function, streamed tool-call deltas, a tool result turn,
+// a malformed tool (400).
+TEST_F(Clients, OpenAiToolCalls) {
+  const std::string missing = missing_node_package("openai");
+  ASSERT_TRUE(missing.empty()) << missing;
+  EXPECT_CLIENT_PASSES("openai_tools.mjs", server_args());
+}
+
+// chat.completions.parse with zodResponseFormat (json_schema, strict), json_object mode, a
+// schema k25 cannot compile (400).
+TEST_F(Clients, OpenAiStructuredOutputParse) {
+  const std::string missing = missing_node_package("openai");
+  ASSERT_TRUE(missing.empty()) << missing;
+  EXPECT_CLIENT_PASSES("openai_parse.mjs", server_args());
 }
 
 }  // namespace

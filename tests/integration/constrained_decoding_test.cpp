@@ -96,19 +96,55 @@ TEST_F(Constrained, StreamedCompletionIsTheSameObject) {
   EXPECT_EQ(streamed, text);
 }
 
-TEST_F(Constrained, JsonObjectGivesAnObject) {
-  HttpResult r =
-      post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "JSON please"}}}},
-                                    {"max_tokens", 200},
-                                    {"temperature", 0},
-                                    {"response_format", {{"type", "json_object"}}}});
-  ASSERT_EQ(r.status, 200) << r.body;
-  const json j = json::parse(r.body);
-  const std::string content = j["choices"][0]["message"]["content"];
-  if (j["choices"][0]["finish_reason"] == "stop") {
-    EXPECT_TRUE(json::parse(content).is_object()) << content;
-  } else {
-    EXPECT_EQ(content.find_first_not_of(" \n\t"), content.find('{')) << content;
+// Free-form JSON (strings and members without bounds) still ends, whole, within max_tokens: the
+// sampler closes it as the budget runs out (docs/constrained-decoding.md).
+TEST_F(Constrained, JsonObjectGivesAnObjectWithinMaxTokens) {
+  for (int seed = 1; seed <= 6; ++seed) {
+    for (int max_tokens : {40, 200}) {
+      HttpResult r = post("/v1/chat/completions",
+                          {{"messages", {{{"role", "user"}, {"content", "JSON please"}}}},
+                           {"max_tokens", max_tokens},
+                           {"temperature", 1},
+                           {"seed", seed},
+                           {"response_format", {{"type", "json_object"}}}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json j = json::parse(r.body);
+      const std::string content = j["choices"][0]["message"]["content"];
+      EXPECT_EQ(j["choices"][0]["finish_reason"], "stop") << content;
+      EXPECT_LE(j["usage"]["completion_tokens"].get<int>(), max_tokens);
+      json value;
+      ASSERT_NO_THROW(value = json::parse(content)) << content;
+      EXPECT_TRUE(value.is_object()) << content;
+    }
+  }
+}
+
+// A schema that bounds nothing (as zod's and pydantic's schemas usually are): this model would
+// write its first string until max_tokens; the answer still ends, whole and valid.
+TEST_F(Constrained, FreeStringsAndArraysEndWithinMaxTokens) {
+  const ordered_json story = ordered_json::parse(R"({"type": "object", "properties": {
+    "title": {"type": "string"}, "mood": {"enum": ["happy", "sad", "scary"]},
+    "characters": {"type": "array", "items": {"type": "string"}}, "has_dog": {"type": "boolean"}},
+    "required": ["title", "mood", "characters", "has_dog"], "additionalProperties": false})");
+  for (int seed = 1; seed <= 6; ++seed) {
+    for (int max_tokens : {60, 300}) {
+      HttpResult r = post(
+          "/v1/chat/completions",
+          {{"messages", {{{"role", "user"}, {"content", "A story about a girl and her dog."}}}},
+           {"max_tokens", max_tokens},
+           {"temperature", 1},
+           {"seed", seed},
+           {"response_format",
+            {{"type", "json_schema"},
+             {"json_schema", {{"name", "story"}, {"strict", true}, {"schema", story}}}}}});
+      ASSERT_EQ(r.status, 200) << r.body;
+      const json j = json::parse(r.body);
+      const std::string content = j["choices"][0]["message"]["content"];
+      EXPECT_EQ(j["choices"][0]["finish_reason"], "stop") << content;
+      ordered_json value;
+      ASSERT_NO_THROW(value = ordered_json::parse(content)) << content;
+      EXPECT_EQ(schema_violation(value, story), "") << content;
+    }
   }
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "server_process.h"
@@ -15,6 +16,16 @@ using nlohmann::json;
 
 std::string qwen3_model() {
   return std::string(K25_SHARED_DIR) + "/models/random-qwen3.gguf";
+}
+
+std::string stories_model() {
+  return std::string(K25_SHARED_DIR) + "/models/stories260K.gguf";
+}
+
+std::string write_template(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
 }
 
 class ChatTemplateServer : public ::testing::Test {
@@ -82,6 +93,54 @@ TEST_F(ChatTemplateServer, MalformedMessagesAre400) {
   EXPECT_NE(e["error"]["message"].get<std::string>().find("tool_calls"), std::string::npos);
   HttpResult health = http_call(server_->port(), "GET", "/health");
   EXPECT_EQ(health.status, 200);
+}
+
+// --chat-template FILE replaces the model's template (stories260K has none): the prompt is the
+// file's rendering, and the tool-call format is read from the file.
+TEST(ChatTemplateFile, ReplacesTheModelsTemplate) {
+  ASSERT_TRUE(std::filesystem::exists(stories_model())) << stories_model() << " is missing";
+  const std::string file = write_template(
+      "k25_override.jinja",
+      "{% for m in messages %}[INST]{{ m.content }}[/INST]{% endfor %}"
+      "{% if tools %}[AVAILABLE_TOOLS]{{ tools | tojson }}[/AVAILABLE_TOOLS]{% endif %}"
+      "{# assistant calls: [TOOL_CALLS]name[ARGS]{...} #}"
+      "{% if messages[0].content == 'boom' %}{{ raise_exception('the override is in use') }}"
+      "{% endif %}");
+  ServerProcess server({"--config", std::string(K25_SOURCE_DIR) + "/k25_config.yaml", "--model",
+                        stories_model(), "--threads", "1", "--chat-template", file});
+  HttpResult models = http_call(server.port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  const json meta = json::parse(models.body)["data"][0]["meta"];
+  EXPECT_EQ(meta["chat_template"], "file");
+  EXPECT_EQ(meta["tool_call_format"], "mistral");
+  // The file's template renders the chat: it answers, and its raise_exception is the 400.
+  const auto chat = [&](const std::string& content) {
+    const json body = {{"messages", {{{"role", "user"}, {"content", content}}}}, {"max_tokens", 2}};
+    return http_call(server.port(), "POST", "/v1/chat/completions", body.dump());
+  };
+  HttpResult ok = chat("Once upon a time");
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  HttpResult raised = chat("boom");
+  EXPECT_EQ(raised.status, 400) << raised.body;
+  EXPECT_EQ(json::parse(raised.body)["error"]["message"], "chat template: the override is in use");
+}
+
+// A missing file or one that does not parse stops the start with one clear error line.
+TEST(ChatTemplateFile, MissingOrUnparsableFileStopsTheStart) {
+  const std::string server = std::string(K25_BIN_DIR) + "/k25-server --model " + stories_model();
+  auto [missing_rc, missing] =
+      run_command(server + " --chat-template /no/such/template.jinja 2>&1");
+  EXPECT_EQ(missing_rc, 1) << missing;
+  EXPECT_NE(missing.find("error: config: model.chat_template: '/no/such/template.jinja': cannot "
+                         "open the file"),
+            std::string::npos)
+      << missing;
+  const std::string bad = write_template("k25_unparsable.jinja", "{% if messages %}x");
+  auto [bad_rc, unparsable] = run_command(server + " --chat-template " + bad + " 2>&1");
+  EXPECT_EQ(bad_rc, 1) << unparsable;
+  EXPECT_NE(unparsable.find("error: config: model.chat_template: '" + bad + "' does not parse"),
+            std::string::npos)
+      << unparsable;
 }
 
 }  // namespace

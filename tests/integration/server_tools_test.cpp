@@ -2,10 +2,13 @@
 // tool turns are served in OpenAI's shape (the model answers nonsense, so its text is content),
 // and malformed tools are a 400 naming the problem. That answers which are calls come back as
 // tool_calls is shown in-process with a scripted model (tests/unit/tool_calls_server_test.cpp).
+// With tool_choice "required" or a named function the output is constrained to a call, so even
+// this model's answers are calls that parse, of the right tool, whole and streamed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "server_process.h"
 
@@ -131,6 +134,108 @@ TEST_F(ToolServer, MalformedToolsAre400NamingTheProblem) {
     EXPECT_EQ(r.status, 400) << extra.dump();
     EXPECT_EQ(json::parse(r.body)["error"]["message"], message);
   }
+}
+
+// The calls of a streamed answer, put together from their deltas by index; the finish reason.
+std::pair<json, std::string> streamed_calls(const std::string& body) {
+  json calls = json::array();
+  std::string finish;
+  for (const std::string& event : sse_data(body)) {
+    if (event == "[DONE]") break;
+    const json chunk = json::parse(event);
+    const json& choice = chunk["choices"][0];
+    if (choice["finish_reason"].is_string()) finish = choice["finish_reason"];
+    if (!choice["delta"].contains("tool_calls")) continue;
+    for (const json& delta : choice["delta"]["tool_calls"]) {
+      const size_t index = delta["index"];
+      while (calls.size() <= index) calls.push_back(json::object());
+      calls[index] = delta;
+    }
+  }
+  return {calls, finish};
+}
+
+// One call of get_weather or search (or of `only`) whose arguments fit the tool's schema.
+void expect_valid_call(const json& call, const std::string& only, const std::string& where) {
+  EXPECT_EQ(call["type"], "function") << where;
+  EXPECT_FALSE(call["id"].get<std::string>().empty()) << where;
+  const std::string name = call["function"]["name"];
+  if (!only.empty()) {
+    EXPECT_EQ(name, only) << where;
+  }
+  json arguments;
+  ASSERT_NO_THROW(arguments = json::parse(call["function"]["arguments"].get<std::string>()))
+      << where << ": " << call.dump();
+  ASSERT_TRUE(arguments.is_object()) << where;
+  if (name == "get_weather") {
+    ASSERT_TRUE(arguments.contains("city")) << where << ": " << call.dump();
+    EXPECT_TRUE(arguments["city"].is_string()) << where;
+  } else {
+    ASSERT_EQ(name, "search") << where;
+    if (arguments.contains("query")) {
+      EXPECT_TRUE(arguments["query"].is_string()) << where;
+    }
+  }
+}
+
+TEST_F(ToolServer, ForcedCallsAlwaysParseIntoCallsOfTheRightTool) {
+  const json named = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    for (const json& choice : {json("required"), named}) {
+      for (bool stream : {false, true}) {
+        const std::string where =
+            "seed " + std::to_string(seed) + " " + choice.dump() + (stream ? " streamed" : "");
+        const std::string only = choice.is_object() ? "get_weather" : "";
+        HttpResult r = chat({{"tools", kTools},
+                             {"tool_choice", choice},
+                             {"max_tokens", 200},
+                             {"temperature", 1},
+                             {"seed", seed},
+                             {"stream", stream}});
+        ASSERT_EQ(r.status, 200) << where << ": " << r.body;
+        json calls;
+        std::string finish;
+        if (stream) {
+          std::tie(calls, finish) = streamed_calls(r.body);
+        } else {
+          const json& c = json::parse(r.body)["choices"][0];
+          calls = c["message"].value("tool_calls", json::array());
+          finish = c["finish_reason"];
+          EXPECT_TRUE(c["message"]["content"].is_null()) << where << ": " << r.body;
+        }
+        EXPECT_EQ(finish, "tool_calls") << where << ": " << r.body;
+        ASSERT_FALSE(calls.empty()) << where << ": " << r.body;
+        for (const json& call : calls) expect_valid_call(call, only, where);
+      }
+    }
+  }
+}
+
+TEST_F(ToolServer, ForcedCallWithoutParallelCallsIsOneCall) {
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    HttpResult r = chat({{"tools", kTools},
+                         {"tool_choice", "required"},
+                         {"parallel_tool_calls", false},
+                         {"max_tokens", 200},
+                         {"temperature", 1},
+                         {"seed", seed}});
+    ASSERT_EQ(r.status, 200) << r.body;
+    const json calls = json::parse(r.body)["choices"][0]["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << r.body;
+    expect_valid_call(calls[0], "", "seed " + std::to_string(seed));
+  }
+}
+
+TEST_F(ToolServer, AForcedCallWhoseSchemaCannotBeEnforcedIs400) {
+  json tools = kTools;
+  tools[0]["function"]["parameters"]["properties"]["city"]["pattern"] = "^[A-Z]";
+  HttpResult r = chat({{"tools", tools}, {"tool_choice", "required"}});
+  ASSERT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(json::parse(r.body)["error"]["message"],
+            "tools[0].function.parameters: json schema: at /properties/city: 'pattern' is not "
+            "supported");
+  // Not forced, the schema is only shown to the template.
+  EXPECT_EQ(chat({{"tools", tools}}).status, 200);
 }
 
 }  // namespace

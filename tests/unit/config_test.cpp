@@ -122,6 +122,33 @@ TEST(CommandLine, InvalidFlagValueNamesTheKey) {
   EXPECT_EQ(cl.exit_code, 2);
 }
 
+TEST(ChatTemplateOption, TheFileIsReadAndParsedAtStart) {
+  const std::string good = ::testing::TempDir() + "/k25_chat_template_good.jinja";
+  const std::string bad = ::testing::TempDir() + "/k25_chat_template_bad.jinja";
+  const std::string empty = ::testing::TempDir() + "/k25_chat_template_empty.jinja";
+  std::ofstream(good) << "{% for m in messages %}{{ m.content }}{% endfor %}";
+  std::ofstream(bad) << "{% for m in messages %}{{ m.content }}";
+  std::ofstream{empty};
+  CommandLine cl = parse({"--chat-template", good});
+  ASSERT_FALSE(cl.exit_code);
+  EXPECT_EQ(cl.config.chat_template, "{% for m in messages %}{{ m.content }}{% endfor %}");
+  ServerConfig from_file;
+  apply_config_yaml(from_file, "model:\n  chat_template: " + good + "\n", "test");
+  load_chat_template(from_file);
+  EXPECT_EQ(from_file.chat_template, cl.config.chat_template);
+
+  const std::string missing = error_of([] { parse({"--chat-template", "/no/such/t.jinja"}); });
+  EXPECT_NE(missing.find("model.chat_template: '/no/such/t.jinja': cannot open"), std::string::npos)
+      << missing;
+  const std::string unparsable = error_of([&] { parse({"--chat-template", bad}); });
+  EXPECT_NE(unparsable.find("does not parse"), std::string::npos) << unparsable;
+  EXPECT_NE(unparsable.find("endfor"), std::string::npos) << unparsable;
+  EXPECT_NE(error_of([&] {
+              parse({"--chat-template", empty});
+            }).find("is empty"),
+            std::string::npos);
+}
+
 TEST(Config, SharedKvTierKeysAreCheckedWhenRead) {
   ServerConfig c;
   apply_config_yaml(c,

@@ -92,7 +92,7 @@ TEST_P(RealVocabulary, GreedyPicksTheArgmaxOfTheAllowedTokens) {
     for (TokenId t = 0; t < vocabulary->n_vocab(); ++t)
       if (before.allows(t) && (best < 0 || logits[t] > logits[best])) best = t;
     const TokenId got =
-        sample_constrained(sampler, m, logits.data(), vocabulary->n_vocab(), history);
+        sample_constrained(sampler, m, logits.data(), vocabulary->n_vocab(), history, 1000);
     ASSERT_EQ(got, best) << "step " << step;
     history.push_back(got);
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/grammar_matcher.h"
+#include "model/grammar_sampling.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -205,6 +206,55 @@ TEST(GrammarMatcher, MaskEqualsTokenByTokenCheck) {
       const bool in_mask = (mask[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
       EXPECT_EQ(in_mask, copy.allows(t)) << "prefix '" << prefix << "' token " << t;
     }
+  }
+}
+
+TEST(GrammarMatcher, TokensToEndCountTheShortestCompletionAndTheEndToken) {
+  GrammarMatcher m =
+      matcher_for("root ::= \"[\" item ( \",\" item )* \"]\"\nitem ::= [a-z]+ | \"()\"\n");
+  // "[a]" and the end token (an upper bound: here "]" alone would end it).
+  EXPECT_EQ(m.tokens_to_end(), 4);
+  ASSERT_TRUE(m.accept_bytes("[abc,("));
+  EXPECT_EQ(m.tokens_to_end(), 3);  // ")]"
+  ASSERT_TRUE(m.accept_bytes(")]"));
+  EXPECT_EQ(m.tokens_to_end(), 0);  // complete: nothing may follow
+  GrammarMatcher open = matcher_for("root ::= \"a\"+\n");
+  ASSERT_TRUE(open.accept_bytes("aa"));
+  EXPECT_EQ(open.tokens_to_end(), 1);  // it may end, with an end token
+}
+
+// A model that always prefers to go on (token "a" at a high logit) still ends in time: the
+// tokens after which the output could no longer end within the budget are refused.
+TEST(GrammarSampling, TheOutputEndsWithinTheTokenBudget) {
+  const GrammarVocabulary& v = *byte_vocabulary();
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (int max_tokens : {4, 5, 9, 30}) {
+    GrammarMatcher m = matcher_for("root ::= \"[\" [a-z]* ( \",\" [a-z]+ )* \"]\"\n");
+    Sampler sampler(greedy, v.n_vocab());
+    std::vector<TokenId> history{0};
+    std::string text;
+    for (int i = 0; i < max_tokens && !m.is_complete(); ++i) {
+      std::vector<float> logits(static_cast<size_t>(v.n_vocab()), 0.0f);
+      logits[1 + 'a'] = 10;
+      logits[1 + ','] = 5;
+      const TokenId t =
+          sample_constrained(sampler, m, logits.data(), v.n_vocab(), history, max_tokens - i - 1);
+      history.push_back(t);
+      text += v.piece(t);
+    }
+    EXPECT_TRUE(m.is_complete()) << max_tokens << ": " << text;
+    EXPECT_EQ(text.front(), '[');
+    EXPECT_EQ(text.back(), ']');
+    EXPECT_GE(static_cast<int>(text.size()), max_tokens - 2) << text;  // not earlier than needed
+  }
+  // A budget the shortest completion does not fit: the tokens that end soonest.
+  GrammarMatcher m = matcher_for("root ::= \"[\" [a-z]* \"]]\"\n");
+  ASSERT_TRUE(m.accept_bytes("["));
+  const std::vector<uint64_t> soonest = m.allowed_tokens_within(0);
+  for (TokenId t = 0; t < m.n_vocab(); ++t) {
+    const bool in = (soonest[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
+    EXPECT_EQ(in, t == 1 + ']') << t;
   }
 }
 

@@ -12,6 +12,7 @@ namespace k25 {
 namespace {
 
 using nlohmann::json;
+using nlohmann::ordered_json;
 
 const json kTools = json::parse(R"([
   {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object",
@@ -23,6 +24,10 @@ const ToolCallFormat kFormats[] = {ToolCallFormat::Hermes,     ToolCallFormat::Q
                                    ToolCallFormat::Llama3Json, ToolCallFormat::Firefunction,
                                    ToolCallFormat::Mistral,    ToolCallFormat::DeepSeek,
                                    ToolCallFormat::KimiK2,     ToolCallFormat::CohereAction};
+
+ToolCallConstraint constraint(ToolCallFormat format, const ToolRequest& r) {
+  return tool_call_constraint(format, r, ordered_json(r.tools));
+}
 
 ToolRequest request(ToolChoiceMode choice, bool parallel, std::string name = "") {
   ToolRequest r;
@@ -79,7 +84,7 @@ std::string fill(const ToolCallConstraint& c,
           part.prefix.find("tool▁call▁begin") != std::string::npos) {
         if (part.prefix.find(calls[i].first) == std::string::npos) continue;
       }
-      json value = instance(part.schema, calls[i].first, calls[i].second);
+      json value = instance(json(part.schema), calls[i].first, calls[i].second);
       if (value.is_null()) continue;
       out += part.prefix + value.dump() + part.suffix;
       placed = true;
@@ -94,8 +99,7 @@ TEST(ToolCallConstraint, AFilledConstraintParsesBackInEveryFormat) {
   const std::pair<std::string, json> weather = {"get_weather", {{"city", "Paris"}}};
   const std::pair<std::string, json> search = {"search", json::object()};
   for (ToolCallFormat format : kFormats) {
-    const ToolCallConstraint c =
-        tool_call_constraint(format, request(ToolChoiceMode::Required, false));
+    const ToolCallConstraint c = constraint(format, request(ToolChoiceMode::Required, false));
     for (const auto& call : {weather, search}) {
       const std::string text = fill(c, {call});
       ToolCallParse p = parse_tool_calls(format, text, kTools);
@@ -109,16 +113,15 @@ TEST(ToolCallConstraint, AFilledConstraintParsesBackInEveryFormat) {
 
 TEST(ToolCallConstraint, ParallelCallsParseBackWhereTheFormatHasThem) {
   for (ToolCallFormat format : kFormats) {
-    const ToolCallConstraint c =
-        tool_call_constraint(format, request(ToolChoiceMode::Required, true));
+    const ToolCallConstraint c = constraint(format, request(ToolChoiceMode::Required, true));
     const bool array_form =
         c.alternatives.size() == 1 && c.alternatives[0].schema.value("type", "") == "array";
     if (!c.repeat && !array_form) continue;  // Llama 3.x: one call per turn
     std::string text;
     if (array_form) {
       const ToolCallConstraintPart& part = c.alternatives[0];
-      json calls = instance(part.schema, "get_weather", {{"city", "Paris"}});
-      calls.push_back(instance(part.schema, "search", json::object())[0]);
+      json calls = instance(json(part.schema), "get_weather", {{"city", "Paris"}});
+      calls.push_back(instance(json(part.schema), "search", json::object())[0]);
       EXPECT_FALSE(part.schema.contains("maxItems"));
       text = c.begin + part.prefix + calls.dump() + part.suffix + c.end;
     } else {
@@ -133,7 +136,7 @@ TEST(ToolCallConstraint, ParallelCallsParseBackWhereTheFormatHasThem) {
 TEST(ToolCallConstraint, ANamedChoiceAllowsOnlyThatTool) {
   for (ToolCallFormat format : kFormats) {
     const ToolCallConstraint c =
-        tool_call_constraint(format, request(ToolChoiceMode::Named, false, "search"));
+        constraint(format, request(ToolChoiceMode::Named, false, "search"));
     const std::string dump = json(c.alternatives.size()).dump() + [&] {
       std::string all;
       for (const auto& part : c.alternatives) all += part.prefix + part.schema.dump();
@@ -148,16 +151,35 @@ TEST(ToolCallConstraint, ANamedChoiceAllowsOnlyThatTool) {
 
 TEST(ToolCallConstraint, NoParallelCallsMeansOneCall) {
   const ToolCallConstraint hermes =
-      tool_call_constraint(ToolCallFormat::Hermes, request(ToolChoiceMode::Required, false));
+      constraint(ToolCallFormat::Hermes, request(ToolChoiceMode::Required, false));
   EXPECT_FALSE(hermes.repeat);
   const ToolCallConstraint tagged =
-      tool_call_constraint(ToolCallFormat::ToolCallsTag, request(ToolChoiceMode::Required, false));
+      constraint(ToolCallFormat::ToolCallsTag, request(ToolChoiceMode::Required, false));
   EXPECT_EQ(tagged.alternatives[0].schema["maxItems"], 1);
   // The call object's schema pins the name and carries the tool's parameters.
-  const json& schema = hermes.alternatives[0].schema["anyOf"][0];
+  const json schema = json(hermes.alternatives[0].schema["anyOf"][0]);
   EXPECT_EQ(schema["properties"]["name"]["const"], "get_weather");
   EXPECT_EQ(schema["properties"]["arguments"], kTools[0]["function"]["parameters"]);
   EXPECT_EQ(schema["required"], json::array({"name", "arguments"}));
+}
+
+TEST(ToolCallConstraint, SchemasKeepTheRequestsKeyOrder) {
+  // The name comes before the arguments, and the properties in the order the client gave them.
+  const ordered_json tools = ordered_json::parse(R"([{"type": "function", "function": {
+    "name": "f", "parameters": {"type": "object", "properties": {"zeta": {"type": "string"},
+    "alpha": {"type": "integer"}}, "required": ["zeta", "alpha"]}}}])");
+  ToolRequest r;
+  r.tools = json(tools);
+  r.choice = ToolChoiceMode::Required;
+  const ToolCallConstraint c = tool_call_constraint(ToolCallFormat::Hermes, r, tools);
+  std::vector<std::string> keys, arguments;
+  for (const auto& [key, value] : c.alternatives[0].schema["properties"].items())
+    keys.push_back(key);
+  for (const auto& [key, value] :
+       c.alternatives[0].schema["properties"]["arguments"]["properties"].items())
+    arguments.push_back(key);
+  EXPECT_EQ(keys, (std::vector<std::string>{"name", "arguments"}));
+  EXPECT_EQ(arguments, (std::vector<std::string>{"zeta", "alpha"}));
 }
 
 }  // namespace
