@@ -15,6 +15,7 @@ PACKAGES=(
   chromium                                  # the chat page test (headless, via playwright-core)
   libhiredis-dev                            # client of the shared KV tier (Redis)
   redis-server redis-tools                  # the shared-tier integration tests run real ones
+  util-linux                                # unshare: the L3 full-disk test's private tmpfs
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 

@@ -1086,6 +1086,13 @@ void Engine::publish_stats() {
     stats_.l3_pages_stored = l3_->disk_pages_stored();
     stats_.l3_dropped = l3.dropped;
     stats_.l3_read_latency_p99_s = l3_->disk_read_latency_p99_s();
+    stats_.l3_read_queue_wait_p99_s = l3.read_queue_wait_p99_s;
+    stats_.l3_checksum_failures = l3.checksum_failures;
+    stats_.l3_io_errors = l3.io_errors;
+    stats_.l3_no_space = l3.no_space;
+    stats_.l3_journal_errors = l3.journal_errors;
+    stats_.l3_files_lost = l3.files_lost;
+    stats_.l3_writes_in_flight = l3.writes_in_flight;
     if (l3_->has_shared()) publish_shared_stats(l3_->shared_stats());
   }
   stats_.micro_task_queue_len = scheduler_.pending_micro_tasks(views);

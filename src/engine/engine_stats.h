@@ -73,8 +73,13 @@ struct EngineStats {
   std::atomic<uint64_t> l3_lookup_pages{0};    // prompt pages missing in L2, looked up in L3
   std::atomic<uint64_t> l3_recomputations{0};  // pages found in L3 but unusable: recomputed
   std::atomic<uint64_t> l3_pages_stored{0};
-  std::atomic<uint64_t> l3_dropped{0};  // oldest pages erased to make room (capacity used up)
-  std::atomic<double> l3_read_latency_p99_s{0};  // submission to completion
+  std::atomic<uint64_t> l3_dropped{0};              // least recently used pages erased to make room
+  std::atomic<double> l3_read_latency_p99_s{0};     // the device: in the ring to completion
+  std::atomic<double> l3_read_queue_wait_p99_s{0};  // submission until it entered the ring
+  // The disk's failures (L3TierStats): damage detected and counted, never served.
+  std::atomic<uint64_t> l3_checksum_failures{0}, l3_io_errors{0}, l3_no_space{0};
+  std::atomic<uint64_t> l3_journal_errors{0}, l3_files_lost{0};
+  std::atomic<uint64_t> l3_writes_in_flight{0};  // spills not acknowledged (nor failed) yet
   // Prompt tokens taken from each tier (k25_cached_tokens_total{tier}).
   std::atomic<uint64_t> cached_tokens_l2{0};
   std::atomic<uint64_t> cached_tokens_disk{0};

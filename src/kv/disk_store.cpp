@@ -17,6 +17,12 @@ namespace {
 
 constexpr size_t kDirectAlignment = 4096;
 constexpr auto kCloseDrainTimeout = std::chrono::seconds(10);
+// The journal is compacted once it holds more than twice as many records as pages (and this).
+constexpr uint64_t kCompactMinRecords = 4096;
+
+uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
+}
 
 uint32_t page_crc(L3Key key, const std::byte* data, size_t length) {
   // The key is mixed in so that a slot holding another page's (valid) bytes fails the check.
@@ -63,6 +69,8 @@ struct DiskStore::Op {
   size_t done = 0;  // bytes transferred so far (short transfers are continued)
   std::vector<std::span<std::byte>> dest;
   std::chrono::steady_clock::time_point submitted;
+  std::chrono::steady_clock::time_point in_ring_at;  // first handed to the ring
+  bool reached_ring = false;
 };
 
 DiskStore::DiskStore(DiskStoreOptions options)
@@ -109,18 +117,26 @@ DiskStore::DiskStore(DiskStoreOptions options)
   if (n_slots == 0) fail("L3 ", data_path_, ": capacity ", capacity, " bytes is less than a page");
   table_ = L3PageTable(n_slots, o.page_size);
   const uint64_t data_bytes = file_->size();
+  journal_ = std::make_unique<L3Journal>(index_path_, o.page_size, o.content_tag);
 
   if (fs::exists(index_path_, ec)) {
     try {
-      size_t dropped = 0;
       // A data file created just now holds none of the indexed pages.
-      table_ = L3PageTable::load(index_path_, n_slots, o.page_size, o.content_tag,
-                                 data_existed ? data_bytes : 0, &dropped);
+      L3JournalReplay replay = L3Journal::replay(index_path_, n_slots, o.page_size, o.content_tag,
+                                                 data_existed ? data_bytes : 0);
+      table_ = std::move(replay.table);
       stats_.index_loaded = true;
-      stats_.pages_dropped_at_start = dropped;
-      if (dropped > 0)
-        warn(concat("L3 ", index_path_, ": ", dropped, " pages dropped: they lie past the end of ",
-                    data_path_, " (deleted or truncated) or past the capacity"));
+      stats_.pages_dropped_at_start = replay.dropped;
+      stats_.journal_records_replayed = replay.records;
+      stats_.journal_bytes_ignored = replay.ignored_bytes;
+      if (!replay.tail_problem.empty())
+        warn(concat("L3 index ", index_path_, ": ", replay.tail_problem, "; the ",
+                    replay.ignored_bytes, " bytes from there on are ignored (", table_.size(),
+                    " pages kept)"));
+      if (replay.dropped > 0)
+        warn(concat("L3 ", index_path_, ": ", replay.dropped,
+                    " pages dropped: they lie past the end of ", data_path_,
+                    " (deleted or truncated) or past the capacity"));
     } catch (const Error& e) {
       warn(concat(e.what(), "; starting empty"));
     }
@@ -128,11 +144,19 @@ DiskStore::DiskStore(DiskStoreOptions options)
     warn(concat("L3 ", index_path_, ": index missing; the pages in ", data_path_,
                 " are unreachable, starting empty"));
   }
-  if (o.preallocate && !o.raw_device && data_bytes < n_slots * o.page_size) {
-    if (const int rc = file_->preallocate(n_slots * o.page_size); rc < 0)
-      warn(concat("L3 ", data_path_, ": cannot reserve ", n_slots * o.page_size, " bytes (",
-                  std::strerror(-rc), "); writes may find the disk full later"));
-  }
+  preallocate_data_file();
+  // Compacted at once: a torn tail is cut off, and appends start from a clean end.
+  rewrite_journal();
+  next_sync_ = std::chrono::steady_clock::now() + o.sync_interval;
+}
+
+void DiskStore::preallocate_data_file() {
+  const DiskStoreOptions& o = options_;
+  const uint64_t bytes = table_.slots().slots_total() * o.page_size;
+  if (!o.preallocate || o.raw_device || file_->size() >= bytes) return;
+  if (const int rc = file_->preallocate(bytes); rc < 0)
+    warn(concat("L3 ", data_path_, ": cannot reserve ", bytes, " bytes (", std::strerror(-rc),
+                "); writes may find the disk full later"));
 }
 
 DiskStore::~DiskStore() {
@@ -147,6 +171,8 @@ DiskStore::~DiskStore() {
     } catch (const Error& e) {
       warn(e.what());
     }
+  } else {
+    journal_->flush();  // records of erase() since the last collect()
   }
 }
 
@@ -264,6 +290,10 @@ bool DiskStore::queue(Op& op) {
   const bool queued = op.is_write ? file_->queue_write(at, length, offset, op.ticket)
                                   : file_->queue_read(at, length, offset, op.ticket);
   if (queued) {
+    if (!op.reached_ring) {
+      op.reached_ring = true;
+      op.in_ring_at = std::chrono::steady_clock::now();
+    }
     ++in_ring_;
     ++unsubmitted_;
     if (op.is_write) ++writes_in_ring_;
@@ -292,17 +322,126 @@ void DiskStore::pump_backlog(std::deque<L3Ticket>& backlog) {
 
 void DiskStore::collect(std::chrono::nanoseconds timeout) {
   pump();
-  if (in_ring_ == 0) return;
-  std::vector<IoUringFile::Completion> completions;
-  file_->reap(completions, timeout);
-  for (const auto& c : completions) {
-    --in_ring_;
-    auto it = ops_.find(c.user_data);
-    if (it == ops_.end()) continue;
-    if (it->second->is_write) --writes_in_ring_;
-    complete(*it->second, c.result);
+  if (in_ring_ > 0) {
+    std::vector<IoUringFile::Completion> completions;
+    file_->reap(completions, timeout);
+    for (const auto& c : completions) {
+      --in_ring_;
+      auto it = ops_.find(c.user_data);
+      if (it == ops_.end()) continue;
+      if (it->second->is_write) --writes_in_ring_;
+      complete(*it->second, c.result);
+    }
+    pump();
   }
-  pump();
+  commit_journal();
+}
+
+void DiskStore::commit_journal() {
+  const auto now = std::chrono::steady_clock::now();
+  const bool tick = now >= next_sync_;
+  if (tick) {
+    next_sync_ = now + options_.sync_interval;
+    check_files();
+  }
+  if (journal_->broken() ? now >= next_rewrite_attempt_
+                         : journal_->records_in_file() >
+                               std::max(kCompactMinRecords, 2 * uint64_t{table_.size()})) {
+    rewrite_journal();  // the table holds this batch's changes: nothing is left to append
+  }
+  if (const int rc = journal_->flush(); rc < 0) {
+    ++stats_.journal_errors;
+    if (std::has_single_bit(stats_.journal_errors))
+      warn(concat("L3 index ", index_path_, ": append failed: ", std::strerror(-rc), "; ",
+                  unjournaled_.size(), " writes of this batch fail (", stats_.journal_errors,
+                  " journal errors so far)"));
+    fail_unjournaled_writes(-rc);
+  } else {
+    for (const Unjournaled& w : unjournaled_) {
+      ++stats_.pages_written;
+      stats_.bytes_written += w.entry.length;
+    }
+  }
+  unjournaled_.clear();
+  if (tick && !journal_->broken()) {
+    // The data first: a synced record never names a page that is not on the device.
+    int rc = file_->datasync();
+    if (rc == 0) rc = journal_->sync();
+    if (rc < 0) {
+      ++stats_.journal_errors;
+      if (std::has_single_bit(stats_.journal_errors))
+        warn(concat("L3 ", data_path_, ": fdatasync failed: ", std::strerror(-rc), " (",
+                    stats_.journal_errors, " journal errors so far)"));
+    }
+  }
+}
+
+void DiskStore::fail_unjournaled_writes(int error) {
+  const L3Status status = is_no_space(error) ? L3Status::kNoSpace : L3Status::kIoError;
+  for (const Unjournaled& w : unjournaled_) {
+    auto done = done_.find(w.ticket);
+    if (done != done_.end() && done->second.ok()) {
+      done->second.status = status;
+      done->second.error = error;
+      ++(status == L3Status::kNoSpace ? stats_.no_space : stats_.io_errors);
+    }
+    // Not acknowledged, so not stored: a restart could not find it.
+    const L3Entry* current = table_.find(w.key);
+    if (current && current->extent.first_slot == w.entry.extent.first_slot) {
+      table_.erase(w.key);
+      release_extent(w.entry.extent);
+    }
+  }
+}
+
+void DiskStore::rewrite_journal() {
+  try {
+    if (const int rc = file_->datasync(); rc < 0)
+      fail("L3 ", data_path_, ": fdatasync failed: ", std::strerror(-rc));
+    journal_->rewrite(table_);
+    ++stats_.journal_rewrites;
+  } catch (const Error& e) {
+    ++stats_.journal_errors;
+    next_rewrite_attempt_ = std::chrono::steady_clock::now() + options_.sync_interval;
+    if (std::has_single_bit(stats_.journal_errors))
+      warn(concat(e.what(), "; writes are not acknowledged until it can be written (",
+                  stats_.journal_errors, " journal errors so far)"));
+  }
+}
+
+void DiskStore::check_files() {
+  if (checking_files_) return;
+  checking_files_ = true;
+  if (!options_.raw_device && file_->unlinked()) replace_data_file();
+  if (journal_->unlinked()) {
+    ++stats_.index_lost;
+    warn(concat("L3 index ", index_path_, ": deleted or replaced while in use; written anew"));
+    rewrite_journal();
+  }
+  checking_files_ = false;
+}
+
+void DiskStore::replace_data_file() {
+  ++stats_.data_file_lost;
+  warn(concat("L3 ", data_path_, ": deleted or replaced while in use; its ", table_.size(),
+              " pages are forgotten and a new data file is started"));
+  if (!drain(kCloseDrainTimeout)) {
+    warn(concat("L3 ", data_path_, ": ", ops_.size(),
+                " requests still in flight; the old file stays in use"));
+    return;
+  }
+  try {
+    file_ = std::make_unique<IoUringFile>(data_path_, /*create=*/true, options_.direct_io,
+                                          options_.queue_depth);
+  } catch (const Error& e) {
+    warn(concat(e.what(), "; the old file stays in use"));
+    return;
+  }
+  // Nothing is in flight: no slot is pinned, no write pending.
+  table_ = L3PageTable(table_.slots().slots_total(), options_.page_size);
+  deferred_release_.clear();
+  preallocate_data_file();
+  rewrite_journal();
 }
 
 void DiskStore::complete(Op& op, int result) {
@@ -336,8 +475,9 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
     if (newest) latest_write_.erase(latest);
     if (status == L3Status::kOk && newest) {
       if (auto old = table_.put(op.key, op.entry)) release_extent(old->extent);
-      ++stats_.pages_written;
-      stats_.bytes_written += op.entry.length;
+      // Acknowledged (counted as written) once its record is appended, in commit_journal().
+      journal_->record_put(op.key, op.entry);
+      unjournaled_.push_back({ticket, op.key, op.entry});
     } else {
       // Failed, or superseded by a newer write / erase() of the key while in flight.
       release_extent(op.entry.extent);
@@ -349,9 +489,10 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
                     "; ", stats_.no_space, " so far"));
     }
   } else {
-    read_latency_.record(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                                   std::chrono::steady_clock::now() - op.submitted)
-                                                   .count()));
+    if (op.reached_ring) {
+      read_latency_.record(nanoseconds(std::chrono::steady_clock::now() - op.in_ring_at));
+      read_queue_wait_.record(nanoseconds(op.in_ring_at - op.submitted));
+    }
     if (status == L3Status::kOk) {
       if (page_crc(op.key, op.buffer.data(), op.entry.length) != op.entry.crc) {
         status = L3Status::kChecksumMismatch;
@@ -363,6 +504,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
         if (current && current->extent.first_slot == op.entry.extent.first_slot &&
             current->crc == op.entry.crc) {
           table_.erase(op.key);
+          journal_->record_erase(op.key);
           release_extent(op.entry.extent);
         }
       } else {
@@ -373,6 +515,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
         }
         ++stats_.pages_read;
         stats_.bytes_read += op.entry.length;
+        if (table_.touch(op.key)) journal_->record_touch(op.key);  // LRU: a read uses it
       }
     }
     if (!op.buffer.empty()) read_staging_ -= op.buffer_bytes;
@@ -455,14 +598,18 @@ bool DiskStore::erase(L3Key key) {
   // A write still in flight for the key is dropped when it completes.
   const bool pending = latest_write_.erase(key) > 0;
   auto old = table_.erase(key);
-  if (old) release_extent(old->extent);
+  if (old) {
+    release_extent(old->extent);
+    journal_->record_erase(key);
+  }
   return old || pending;
 }
 
 void DiskStore::persist() {
   if (const int rc = file_->datasync(); rc < 0)
     fail("L3 ", data_path_, ": fdatasync failed: ", std::strerror(-rc));
-  table_.save(index_path_, options_.content_tag);
+  journal_->rewrite(table_);
+  ++stats_.journal_rewrites;
 }
 
 DiskStoreStats DiskStore::stats() const {

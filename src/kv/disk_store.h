@@ -1,7 +1,20 @@
 // The L3 KV tier (SPEC §4, R-KV2/R-KV5/R-KV6): pages stored in fixed-size, 4096-aligned slots of
 // one data file (or, when explicitly configured, a raw block device), read and written
 // asynchronously through io_uring with O_DIRECT, found through an in-memory page table
-// (L3PageTable) that is persisted to a small index file and validated at start.
+// (L3PageTable) whose every change is appended to a journal (L3Journal, the index file) and
+// replayed at start.
+//
+// Acknowledged: a write is acknowledged when poll() or wait() returns kOk for it. By then its
+// bytes are in the data file (on the device with O_DIRECT) and its journal record has been
+// written, so a restart after the process is killed at any point (SIGKILL, abort) serves every
+// acknowledged page that was not erased or evicted since. Against power loss the data file and
+// then the journal are fdatasynced every sync_interval and at close: at most that much is lost
+// (a record whose page did not reach the platter fails its checksum and is dropped on read).
+// When the journal cannot be written (disk full, I/O error) the writes of that batch complete
+// with kNoSpace or kIoError instead, and the store rewrites the journal once it can.
+//
+// Eviction order: least recently used (a completed write or a successful read uses a page),
+// kept across restarts by the journal.
 //
 // A stored page is an opaque 64-bit key plus a byte string (e.g. one L2 page, gathered from its
 // per-layer blocks); it occupies ceil(length / page_size) consecutive slots, written and read
@@ -32,6 +45,7 @@
 #include <vector>
 
 #include "kv/io_uring_file.h"
+#include "kv/l3_journal.h"
 #include "kv/l3_page_table.h"
 #include "kv/staging_buffer.h"
 #include "util/latency_histogram.h"
@@ -46,7 +60,7 @@ struct DiskStoreOptions {
   // required; the device's contents are overwritten).
   std::string path;
   bool raw_device = false;
-  std::string index_path;                       // empty: next to the data file as above
+  std::string index_path;  // the journal; empty: next to the data file as above
   uint64_t capacity_bytes = uint64_t{1} << 30;  // the data file never grows past this
   uint32_t page_size = 4096;                    // l3_page_size: slot bytes, multiple of 4096
   unsigned queue_depth = 64;                    // requests in the kernel at once
@@ -61,7 +75,10 @@ struct DiskStoreOptions {
   // Identifies what the pages mean (e.g. a hash of the model and KV geometry): an index written
   // with another tag is discarded at start, so a restart with another model never reuses KV.
   uint64_t content_tag = 0;
-  bool persist_on_close = true;  // the destructor saves the index
+  bool persist_on_close = true;  // the destructor syncs the data and compacts the journal
+  // How often the data file and the journal are fdatasynced (power-loss safety), and the files
+  // checked for having been deleted under the store. Zero: after every batch of records.
+  std::chrono::milliseconds sync_interval{1000};
 };
 
 enum class L3Status : uint8_t {
@@ -99,6 +116,12 @@ struct DiskStoreStats {
   uint64_t no_space = 0;
   uint64_t pages_dropped_at_start = 0;  // index entries that pointed past the data file
   bool index_loaded = false;            // false: started empty
+  uint64_t journal_records_replayed = 0;
+  uint64_t journal_bytes_ignored = 0;  // a torn or corrupt tail found at start (not trusted)
+  uint64_t journal_errors = 0;         // appends, syncs or rewrites of the journal that failed
+  uint64_t journal_rewrites = 0;       // compactions (start, close, size, after an error)
+  uint64_t data_file_lost = 0;         // times the data file was deleted or replaced under us
+  uint64_t index_lost = 0;             // times the journal was (it is written anew)
 };
 
 class DiskStore {
@@ -136,8 +159,11 @@ class DiskStore {
   // Forgets a page, and any write of it still in flight (its slots are reused once no read of
   // them is in flight); false when there was neither.
   bool erase(L3Key key);
-  // Makes the pages written so far durable: fdatasync of the data, then the index atomically.
-  // Throws k25::Error on failure (the previous index stays valid).
+  // Least recently used first (the eviction order), and the first of them.
+  std::vector<L3Key> keys_by_recency() const { return table_.keys_by_recency(); }
+  std::optional<L3Key> least_recently_used() const { return table_.least_recently_used(); }
+  // Makes the pages written so far durable against power loss: fdatasync of the data, then the
+  // journal compacted atomically. Throws k25::Error on failure (the old journal stays valid).
   void persist();
 
   size_t in_flight() const { return ops_.size(); }
@@ -145,8 +171,11 @@ class DiskStore {
   // read's when a single read is larger).
   size_t read_staging_in_use() const { return read_staging_; }
   DiskStoreStats stats() const;
-  // Submission to completion of every read that reached the device.
+  // Of every read that reached the device: from when it entered the ring to its completion
+  // (the device's time), and from its submission to when it entered the ring (the wait behind
+  // other requests and the staging bound).
   const LatencyHistogram& read_latency() const { return read_latency_; }
+  const LatencyHistogram& read_queue_wait() const { return read_queue_wait_; }
   // Warnings issued so far (also printed to stderr), oldest first, at most kMaxWarnings.
   const std::vector<std::string>& warnings() const { return warnings_; }
   const std::string& data_path() const { return data_path_; }
@@ -168,6 +197,14 @@ class DiskStore {
   void finish(Op& op, L3Status status, int error);
   void release_extent(L3Extent extent);
   void warn(std::string message);
+  // End of every collect(): appends the journal records of the batch (the writes completed in
+  // it are acknowledged only then), syncs and checks the files when sync_interval has passed.
+  void commit_journal();
+  void rewrite_journal();  // compacts (or recreates) the journal; warns on failure
+  void fail_unjournaled_writes(int error);
+  void check_files();        // deleted data file or journal
+  void replace_data_file();  // the data file was deleted: forget its pages, start a new one
+  void preallocate_data_file();
 
   DiskStoreOptions options_;
   std::string data_path_, index_path_;
@@ -185,8 +222,18 @@ class DiskStore {
   std::unordered_map<L3Key, L3Ticket> latest_write_;  // newest write in flight per key
   std::unordered_map<uint64_t, uint32_t> read_pins_;  // first slot -> reads in flight on it
   std::vector<L3Extent> deferred_release_;            // freed while a read was in flight
+  std::unique_ptr<L3Journal> journal_;
+  bool checking_files_ = false;  // check_files() drains the ring, which commits again
+  // A write completed in this batch: acknowledged once its journal record is appended.
+  struct Unjournaled {
+    L3Ticket ticket;
+    L3Key key;
+    L3Entry entry;
+  };
+  std::vector<Unjournaled> unjournaled_;
+  std::chrono::steady_clock::time_point next_sync_{}, next_rewrite_attempt_{};
   DiskStoreStats stats_;
-  LatencyHistogram read_latency_;
+  LatencyHistogram read_latency_, read_queue_wait_;
   std::vector<std::string> warnings_;
 };
 

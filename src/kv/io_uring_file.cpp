@@ -101,6 +101,14 @@ int IoUringFile::datasync() const {
   return ::fdatasync(fd_) == 0 ? 0 : -errno;
 }
 
+bool IoUringFile::unlinked() const {
+  struct stat open_file {
+  }, at_path{};
+  if (::fstat(fd_, &open_file) != 0) return false;
+  if (::stat(path_.c_str(), &at_path) != 0) return true;
+  return open_file.st_ino != at_path.st_ino || open_file.st_dev != at_path.st_dev;
+}
+
 int IoUringFile::preallocate(uint64_t bytes) const {
   const auto length = static_cast<off_t>(bytes);
   if (::fallocate(fd_, 0, 0, length) == 0) return 0;

@@ -61,6 +61,8 @@ class IoUringFile {
   uint64_t size() const;
   // fdatasync(); 0 or -errno.
   int datasync() const;
+  // The path no longer names the open file (deleted or replaced since it was opened).
+  bool unlinked() const;
   // Grows a regular file to `bytes` with blocks reserved (fallocate), so that later writes
   // neither extend the file (an extending O_DIRECT write is serialised by the file system) nor
   // find the disk full. When the file system cannot reserve them (EOPNOTSUPP, ENOSPC), the file

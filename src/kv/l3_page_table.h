@@ -1,18 +1,13 @@
 // The L3 tier's in-memory page table: key -> extent of fixed-size slots in the data file, the
-// stored length and its CRC-32C, plus the free-slot allocator. It can be saved to and loaded from
-// a small index file (written to a temporary name, fsynced and renamed over the old one, with a
-// checksum of its own), which is how stored pages survive a restart.
-//
-// Index file (little-endian, as written by x86-64):
-//   "K25L3IDX" u32 version=1 u32 page_size u64 content_tag u64 n_slots u64 n_entries
-//   n_entries x { u64 key, u64 first_slot, u32 n_slots, u32 crc, u64 length }
-//   u32 CRC-32C of everything above
+// stored length and its CRC-32C, the free-slot allocator, and the pages' recency order (least
+// recently written or read first), which decides what is evicted. The journal
+// (l3_journal.h) records every change so that the table, order included, survives a restart.
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <optional>
-#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -53,31 +48,40 @@ class L3SlotAllocator {
 class L3PageTable {
  public:
   L3PageTable(uint64_t n_slots, uint32_t page_size);
+  // Moves keep the recency iterators valid (std::list nodes stay put); copies would not.
+  L3PageTable(L3PageTable&&) = default;
+  L3PageTable& operator=(L3PageTable&&) = default;
+  L3PageTable(const L3PageTable&) = delete;
+  L3PageTable& operator=(const L3PageTable&) = delete;
 
   const L3Entry* find(L3Key key) const;
-  // Inserts or replaces; returns the replaced entry (whose extent the caller releases).
+  // Inserts or replaces, as the most recently used; returns the replaced entry (whose extent
+  // the caller releases). The slots are the caller's (allocated from slots()).
   std::optional<L3Entry> put(L3Key key, const L3Entry& entry);
+  // Replaying a journal: like put(), but claims the entry's slots, and releases those of the
+  // entry it replaces. False (nothing changed) when a slot belongs to another entry.
+  bool put_claimed(L3Key key, const L3Entry& entry);
+  // Makes `key` the most recently used; false when it is not stored.
+  bool touch(L3Key key);
   std::optional<L3Entry> erase(L3Key key);
   size_t size() const { return entries_.size(); }
-  std::vector<L3Key> keys() const;
+  std::vector<L3Key> keys() const;  // sorted
+  // Least recently used first: the eviction order.
+  std::vector<L3Key> keys_by_recency() const { return {lru_.begin(), lru_.end()}; }
+  std::optional<L3Key> least_recently_used() const;
   L3SlotAllocator& slots() { return slots_; }
   const L3SlotAllocator& slots() const { return slots_; }
   uint32_t page_size() const { return page_size_; }
 
-  // Writes the index atomically (tmp file, fsync, rename, fsync of the directory).
-  // Throws k25::Error naming the path on any failure; the old index then stays in place.
-  void save(const std::string& path, uint64_t content_tag) const;
-  // Reads and validates an index written by save(). Entries whose extent ends past
-  // `data_file_bytes` (a truncated or replaced data file) or past n_slots are left out and
-  // counted in *dropped. Throws k25::Error with the reason when the file is unreadable, has a
-  // bad checksum, another page size or content tag, or overlapping/duplicate entries.
-  static L3PageTable load(const std::string& path, uint64_t n_slots, uint32_t page_size,
-                          uint64_t content_tag, uint64_t data_file_bytes, size_t* dropped);
-
  private:
+  struct Node {
+    L3Entry entry;
+    std::list<L3Key>::iterator recency;  // its place in lru_
+  };
   uint32_t page_size_;
   L3SlotAllocator slots_;
-  std::unordered_map<L3Key, L3Entry> entries_;
+  std::unordered_map<L3Key, Node> entries_;
+  std::list<L3Key> lru_;  // least recently used at the front
 };
 
 }  // namespace k25

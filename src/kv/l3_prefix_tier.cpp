@@ -9,21 +9,31 @@
 
 namespace k25 {
 
+namespace {
+
+double p99_seconds(const LatencyHistogram& h) {
+  return h.count() ? static_cast<double>(h.quantile(0.99)) / 1e9 : 0.0;
+}
+
+}  // namespace
+
 L3PrefixTier::L3PrefixTier(DiskStoreOptions options, PagePool& pool)
     : pool_(pool), store_(std::make_unique<DiskStore>(options)) {
   const uint64_t page_size = options.page_size;  // validated by the store
   const uint64_t bytes = prefix_page_header_bytes(pool_.geometry().page_tokens) +
                          l2_page_payload_bytes(pool_.geometry());
   slots_per_page_ = (bytes + page_size - 1) / page_size;
-  for (L3Key key : store_->keys()) age_.push_back(key);  // pages of earlier runs go first
 }
 
 void L3PrefixTier::make_room() {
-  // Oldest written first; keys erased meanwhile (bad pages) are skipped by erase()'s false.
+  // The store keeps the recency order (one entry per stored page, restored at start), so a
+  // page written again after a failed restore is not evicted early by its first write's age.
   DiskStoreStats s = store_->stats();
-  while (s.slots_total - s.slots_used < slots_per_page_ && !age_.empty()) {
-    if (store_->erase(age_.front())) ++stats_.dropped;
-    age_.pop_front();
+  while (s.slots_total - s.slots_used < slots_per_page_) {
+    const std::optional<L3Key> victim = store_->least_recently_used();
+    if (!victim) break;
+    store_->erase(*victim);
+    ++stats_.dropped;
     s = store_->stats();
   }
 }
@@ -44,7 +54,6 @@ std::vector<std::byte> L3PrefixTier::header(const CachedPage& page) const {
 void L3PrefixTier::spill(const CachedPage& page) {
   if (store_->contains(page.key) || writing_.count(page.key)) return;
   make_room();
-  age_.push_back(page.key);
   const std::vector<std::byte> head = header(page);
   std::vector<std::span<const std::byte>> pieces = {head};
   for (const auto& span : l2_page_const_spans(pool_, page.page)) pieces.push_back(span);
@@ -158,8 +167,20 @@ void L3PrefixTier::limit_in_flight(size_t max_in_flight) {
 }
 
 double L3PrefixTier::read_latency_p99_s() const {
-  const LatencyHistogram& h = store_->read_latency();
-  return h.count() ? static_cast<double>(h.quantile(0.99)) / 1e9 : 0.0;
+  return p99_seconds(store_->read_latency());
+}
+
+L3TierStats L3PrefixTier::disk_stats() const {
+  L3TierStats out = stats_;
+  const DiskStoreStats s = store_->stats();
+  out.checksum_failures = s.checksum_failures;
+  out.io_errors = s.io_errors;
+  out.no_space = s.no_space;
+  out.journal_errors = s.journal_errors;
+  out.files_lost = s.data_file_lost + s.index_lost;
+  out.writes_in_flight = writing_.size();
+  out.read_queue_wait_p99_s = p99_seconds(store_->read_queue_wait());
+  return out;
 }
 
 }  // namespace k25

@@ -6,7 +6,8 @@
 // A stored page is a header (format tag, parent key, the page's token ids) followed by the L2
 // page's K/V bytes (l2_page_const_spans). finish_restore() checks the header against what the
 // caller expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it
-// was computed for. When the capacity is used up, the oldest written pages are erased to make room.
+// was computed for. When the capacity is used up, the least recently used pages (written or read
+// back longest ago, across restarts) are erased to make room.
 // Every failure (missing, corrupt, I/O error, full disk, timeout) is a false
 // return or a dropped write with a counted warning: the caller recomputes those positions.
 //
@@ -14,7 +15,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -69,23 +69,24 @@ class L3PrefixTier final : public PrefixTier {
 
   const L3TierStats& stats() const { return stats_; }
   const DiskStore& store() const { return *store_; }
-  // p99 of submission-to-completion read latency, seconds (0 before any read).
+  // p99 of the device's read latency (from entering the ring to completion), seconds (0 before
+  // any read).
   double read_latency_p99_s() const;
 
-  L3TierStats disk_stats() const override { return stats_; }
+  // The tier's counters with the store's failure counts and latencies.
+  L3TierStats disk_stats() const override;
   uint64_t disk_pages_stored() const override { return store_->stats().pages_stored; }
   double disk_read_latency_p99_s() const override { return read_latency_p99_s(); }
 
  private:
   std::vector<std::byte> header(const CachedPage& page) const;
-  // Erases the oldest pages until a new one fits the capacity.
+  // Erases the least recently used pages until a new one fits the capacity.
   void make_room();
   void account(const L3Completion& done);
 
   PagePool& pool_;
   std::unique_ptr<DiskStore> store_;
   uint64_t slots_per_page_ = 1;
-  std::deque<uint64_t> age_;              // stored keys, oldest write first (may hold erased ones)
   std::unordered_set<uint64_t> writing_;  // keys with a write in flight
   struct LateRead {
     PageId page;                  // freed when the read completes

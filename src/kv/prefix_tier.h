@@ -35,7 +35,15 @@ struct L3TierStats {
   uint64_t spill_failures = 0;    // writes that failed (no space, I/O error)
   uint64_t restores = 0;          // pages read back into L2
   uint64_t restore_failures = 0;  // pages found in L3 but not usable: recomputed instead
-  uint64_t dropped = 0;           // oldest pages erased to make room for new ones
+  uint64_t dropped = 0;           // least recently used pages erased to make room for new ones
+  // The local disk's failures, as its store counted them (damage is detected, never served).
+  uint64_t checksum_failures = 0;    // pages read back with other bytes than were written
+  uint64_t io_errors = 0;            // reads or writes that failed (e.g. a truncated file)
+  uint64_t no_space = 0;             // writes refused: full disk or capacity used up
+  uint64_t journal_errors = 0;       // index journal appends, syncs or rewrites that failed
+  uint64_t files_lost = 0;           // data file or index deleted while in use
+  uint64_t writes_in_flight = 0;     // spills not acknowledged (nor failed) yet
+  double read_queue_wait_p99_s = 0;  // submission until the read entered the ring
 };
 
 // The shared tier's counters (k25_shared_kv_* in /metrics).

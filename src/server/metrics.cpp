@@ -173,8 +173,22 @@ std::string render_engine_metrics(const EngineStats& e) {
   out << "k25_cached_tokens_total{tier=\"redis\"} " << e.cached_tokens_shared.load() << '\n';
   if (e.shared_tier.load()) render_shared_tier_metrics(out, e);
   header(out, "flash_l3_nvme_read_latency_p99", "gauge",
-         "p99 of L3 page reads, submission to completion, seconds (healthy < 150 us on NVMe).");
+         "p99 of L3 page reads on the device (in the ring to completion), seconds (healthy < "
+         "150 us on NVMe).");
   out << "flash_l3_nvme_read_latency_p99 " << e.l3_read_latency_p99_s.load() << '\n';
+  header(out, "k25_l3_read_queue_wait_p99_seconds", "gauge",
+         "p99 of the wait of L3 page reads before they entered the ring (behind other requests).");
+  out << "k25_l3_read_queue_wait_p99_seconds " << e.l3_read_queue_wait_p99_s.load() << '\n';
+  header(out, "k25_l3_errors_total", "counter",
+         "L3 failures detected, by kind (the pages are recomputed, never served damaged).");
+  out << "k25_l3_errors_total{kind=\"checksum\"} " << e.l3_checksum_failures.load() << '\n';
+  out << "k25_l3_errors_total{kind=\"io\"} " << e.l3_io_errors.load() << '\n';
+  out << "k25_l3_errors_total{kind=\"no_space\"} " << e.l3_no_space.load() << '\n';
+  out << "k25_l3_errors_total{kind=\"journal\"} " << e.l3_journal_errors.load() << '\n';
+  out << "k25_l3_errors_total{kind=\"file_lost\"} " << e.l3_files_lost.load() << '\n';
+  header(out, "k25_l3_writes_in_flight", "gauge",
+         "L3 page writes not acknowledged yet (a crash now loses only these).");
+  out << "k25_l3_writes_in_flight " << e.l3_writes_in_flight.load() << '\n';
   header(out, "k25_queue_timeouts_total", "counter",
          "Requests that failed after waiting queue_timeout_s without starting.");
   out << "k25_queue_timeouts_total " << e.queue_timeouts.load() << '\n';

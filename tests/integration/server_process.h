@@ -94,11 +94,14 @@ inline std::vector<std::string> sse_data(const std::string& body) {
 class ServerProcess {
  public:
   // Starts k25-server with `args` (plus --host 127.0.0.1 --port 0), waits until it listens and,
-  // with `wait_ready`, until /health answers 200. Throws on failure.
-  explicit ServerProcess(std::vector<std::string> args, bool wait_ready = true) {
+  // with `wait_ready`, until /health answers 200. Throws on failure. A `launcher` (an absolute
+  // path and its arguments, e.g. /usr/bin/unshare ...) runs the server as its last arguments.
+  explicit ServerProcess(std::vector<std::string> args, bool wait_ready = true,
+                         const std::vector<std::string>& launcher = {}) {
     log_path_ = std::string("/tmp/k25_server_test_") + std::to_string(getpid()) + "_" +
                 std::to_string(counter()++) + ".log";
     args.insert(args.begin(), std::string(K25_BIN_DIR) + "/k25-server");
+    args.insert(args.begin(), launcher.begin(), launcher.end());
     args.insert(args.end(), {"--host", "127.0.0.1", "--port", "0"});
     // A log left by an earlier run with the same pid would show a stale port.
     std::remove(log_path_.c_str());

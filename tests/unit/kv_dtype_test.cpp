@@ -370,9 +370,9 @@ TEST(KvDtype, F16PagesRoundTripThroughL3) {
   std::unique_ptr<L3PrefixTier> tier;
   try {
     tier = std::make_unique<L3PrefixTier>(o, pool);
-  } catch (const IoUringUnavailable&) {
+  } catch (const IoUringUnavailable& e) {
     std::filesystem::remove_all(dir);
-    GTEST_SKIP() << "io_uring unavailable: SKIPPED";
+    FAIL() << "io_uring is not available here (" << e.what() << "): the L3 tests need it";
   }
   const PageId page = *pool.allocate(0);
   const size_t block = geometry.page_tokens * geometry.row_bytes();

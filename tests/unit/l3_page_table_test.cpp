@@ -1,18 +1,9 @@
 #include "kv/l3_page_table.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <filesystem>
-#include <fstream>
-#include <string>
-
-#include "util/error.h"
 
 namespace k25 {
 namespace {
-
-namespace fs = std::filesystem;
 
 TEST(L3SlotAllocator, FirstFitAndCoalescing) {
   L3SlotAllocator a(10);
@@ -48,60 +39,6 @@ TEST(L3SlotAllocator, ClaimMarksExactSlots) {
   EXPECT_EQ(next->first_slot, 6u);
 }
 
-class L3PageTableFile : public ::testing::Test {
- protected:
-  void TearDown() override { fs::remove(path_); }
-  std::string path_ =
-      (fs::temp_directory_path() / ("k25-l3-index-test-" + std::to_string(getpid()) + ".index"))
-          .string();
-};
-
-TEST_F(L3PageTableFile, SaveLoadRoundTrip) {
-  L3PageTable t(100, 4096);
-  auto e1 = t.slots().allocate(1), e2 = t.slots().allocate(3);
-  t.put(7, {*e1, 4000, 0x1234});
-  t.put(9, {*e2, 3 * 4096, 0x5678});
-  t.save(path_, 42);
-  EXPECT_FALSE(fs::exists(path_ + ".tmp"));
-  size_t dropped = 99;
-  L3PageTable u = L3PageTable::load(path_, 100, 4096, 42, 100 * 4096, &dropped);
-  EXPECT_EQ(dropped, 0u);
-  ASSERT_EQ(u.size(), 2u);
-  EXPECT_EQ(u.find(7)->length, 4000u);
-  EXPECT_EQ(u.find(9)->crc, 0x5678u);
-  EXPECT_EQ(u.find(9)->extent.first_slot, 1u);
-  EXPECT_EQ(u.slots().slots_free(), 96u) << "loaded extents are claimed";
-  // Entries beyond the data file's end are dropped, not trusted.
-  L3PageTable v = L3PageTable::load(path_, 100, 4096, 42, 2 * 4096, &dropped);
-  EXPECT_EQ(dropped, 1u);
-  EXPECT_TRUE(v.find(7));
-  EXPECT_FALSE(v.find(9));
-}
-
-TEST_F(L3PageTableFile, RejectsDamageAndMismatches) {
-  L3PageTable t(100, 4096);
-  t.put(7, {*t.slots().allocate(1), 10, 1});
-  t.save(path_, 42);
-  size_t dropped = 0;
-  EXPECT_THROW(L3PageTable::load(path_, 100, 8192, 42, 1 << 20, &dropped), Error);  // page size
-  EXPECT_THROW(L3PageTable::load(path_, 100, 4096, 43, 1 << 20, &dropped), Error);  // other tag
-  {
-    std::fstream f(path_, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(50);
-    f.put('\x5A');
-  }
-  try {
-    L3PageTable::load(path_, 100, 4096, 42, 1 << 20, &dropped);
-    FAIL() << "a damaged index must not load";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
-  }
-  fs::resize_file(path_, 20);
-  EXPECT_THROW(L3PageTable::load(path_, 100, 4096, 42, 1 << 20, &dropped), Error);
-  fs::remove(path_);
-  EXPECT_THROW(L3PageTable::load(path_, 100, 4096, 42, 1 << 20, &dropped), Error);
-}
-
 TEST(L3PageTable, PutReplacesAndReturnsOld) {
   L3PageTable t(10, 4096);
   EXPECT_FALSE(t.put(1, {{0, 1}, 5, 1}));
@@ -112,6 +49,35 @@ TEST(L3PageTable, PutReplacesAndReturnsOld) {
   EXPECT_TRUE(t.erase(1));
   EXPECT_FALSE(t.erase(1));
   EXPECT_EQ(t.size(), 0u);
+}
+
+TEST(L3PageTable, RecencyOrderIsLeastRecentlyUsedFirst) {
+  L3PageTable t(10, 4096);
+  for (L3Key key : {1, 2, 3, 4}) t.put(key, {{key, 1}, 5, 1});
+  EXPECT_EQ(t.least_recently_used(), 1u);
+  EXPECT_TRUE(t.touch(1));   // read
+  EXPECT_FALSE(t.touch(9));  // not stored
+  t.put(2, {{7, 1}, 5, 1});  // written again: one entry, the newest
+  t.erase(3);
+  EXPECT_EQ(t.keys_by_recency(), (std::vector<L3Key>{4, 1, 2}));
+  EXPECT_EQ(t.least_recently_used(), 4u);
+  L3PageTable moved = std::move(t);  // the order survives a move
+  moved.touch(4);
+  EXPECT_EQ(moved.keys_by_recency(), (std::vector<L3Key>{1, 2, 4}));
+  for (L3Key key : {1, 2, 4}) moved.erase(key);
+  EXPECT_FALSE(moved.least_recently_used());
+}
+
+TEST(L3PageTable, PutClaimedTakesFreeSlotsOnly) {
+  L3PageTable t(10, 4096);
+  EXPECT_TRUE(t.put_claimed(1, {{0, 2}, 5000, 1}));
+  EXPECT_FALSE(t.put_claimed(2, {{1, 1}, 5, 1})) << "slot 1 is page 1's";
+  EXPECT_FALSE(t.find(2));
+  EXPECT_TRUE(t.put_claimed(1, {{1, 1}, 5, 1})) << "its own old slots are released first";
+  EXPECT_EQ(t.slots().slots_free(), 9u);
+  EXPECT_FALSE(t.put_claimed(1, {{9, 2}, 5000, 1})) << "past the end";
+  EXPECT_EQ(t.find(1)->extent.first_slot, 1u) << "a refused put changes nothing";
+  EXPECT_EQ(t.slots().slots_free(), 9u);
 }
 
 }  // namespace
