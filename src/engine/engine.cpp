@@ -178,6 +178,7 @@ Engine::Engine(Model& model, EngineOptions options)
   int n_threads = options_.n_threads > 0 ? options_.n_threads
                                          : static_cast<int>(std::thread::hardware_concurrency());
   pool_ = std::make_unique<ThreadPool>(std::max(1, n_threads));
+  publish_stats();  // /metrics shows the tiers as opened (L3 pages kept from earlier runs) at once
   thread_ = std::thread([this] { run(); });
 }
 

@@ -198,7 +198,8 @@ TEST_F(ToolServer, ForcedCallsAlwaysParseIntoCallsOfTheRightTool) {
         if (stream) {
           std::tie(calls, finish) = streamed_calls(r.body);
         } else {
-          const json& c = json::parse(r.body)["choices"][0];
+          const json response = json::parse(r.body);
+          const json& c = response["choices"][0];
           calls = c["message"].value("tool_calls", json::array());
           finish = c["finish_reason"];
           EXPECT_TRUE(c["message"]["content"].is_null()) << where << ": " << r.body;
