@@ -110,16 +110,6 @@ std::vector<std::string> lone_runs() {
   return out;
 }
 
-// A metric's value (the line starting with `name` and a space), -1 when absent.
-double metric(int port, const std::string& name) {
-  std::istringstream in(http_call(port, "GET", "/metrics").body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
-}
-
 // Waits (30 s at most) until the metric reaches `at_least` (with `at_most`: falls to it); its
 // last value.
 double wait_metric(int port, const std::string& name, double target, bool at_most = false) {

@@ -69,16 +69,6 @@ Turn complete(int port, const std::string& prompt, const std::string& session,
   return t;
 }
 
-// The value of a metric line (labels included in `name`) in /metrics; -1 when absent.
-double metric(int port, const std::string& name) {
-  std::istringstream in(http_call(port, "GET", "/metrics").body);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
-}
-
 std::string story(int i) {
   return "Once upon a time, in a town by the sea, there lived a girl named Mia number " +
          std::to_string(i) +

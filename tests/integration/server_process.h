@@ -80,6 +80,17 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
   return out;
 }
 
+// The value of a /metrics line (labels included in `name`) of the server on `port`; -1 when
+// absent.
+inline double metric(int port, const std::string& name) {
+  std::istringstream in(http_call(port, "GET", "/metrics").body);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
 // The JSON payloads of an SSE body ("data: ..." lines), "[DONE]" included as a string.
 inline std::vector<std::string> sse_data(const std::string& body) {
   std::vector<std::string> out;
