@@ -10,7 +10,7 @@
 # than 429s and cancellations (with their messages), the RSS slope after warm-up (least squares
 # over the samples after --warmup-s), and the fd count before the load, at its end and after idling.
 #   bench/soak.sh [--bin DIR] [--model GGUF] [--out DIR] [--minutes M] [--warmup-s S]
-#                 [--round-s S] [--threads N]
+#                 [--round-s S] [--threads N] [--l3-gb G]
 set -euo pipefail
 
 bin=build/bin
@@ -20,6 +20,7 @@ minutes=10
 warmup=120
 round=60
 threads=2
+l3_gb=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -29,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --warmup-s) warmup="$2"; shift 2 ;;
     --round-s) round="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --l3-gb) l3_gb="$2"; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
@@ -40,18 +42,22 @@ port=$(free_port)
 url="http://127.0.0.1:$port"
 
 "$bin/k25-server" --model "$model" --host 127.0.0.1 --port "$port" --threads "$threads" \
-  --max-queue 8 --l3-enabled true --l3-device "$out/l3.bin" --l3-cache-size-gb 1 \
+  --max-queue 8 --l3-enabled true --l3-device "$out/l3.bin" --l3-cache-size-gb "$l3_gb" \
   --l3-idle-seconds 5 > "$out/server.log" 2>&1 &
 server=$!
 trap 'kill $(jobs -p) 2> /dev/null || true; wait 2> /dev/null || true' EXIT
 wait_ready "$url" "$server"
 
-sample() {  # elapsed_s rss_kib fds
-  local rss fds
+# elapsed_s rss_kib fds l3_pages prefix_cache_pages: the KV tiers' indexes grow until their
+# budgets are full, so their page counts tell growth by design from a leak.
+sample() {
+  local rss fds metrics
   rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$server/status")
   fds=$(ls "/proc/$server/fd" | wc -l)
-  echo "$1 $rss $fds"
+  metrics=$(curl -s --max-time 2 "$url/metrics" || true)
+  echo "$1 $rss $fds $(metric flash_l3_pages <<< "$metrics") $(metric 'flash_prefix_cache_pages{state="all"}' <<< "$metrics")"
 }
+metric() { awk -v name="$1" '$1 == name { value = $2 } END { print value == "" ? 0 : value }'; }
 fds_before=$(ls "/proc/$server/fd" | wc -l)
 start=$(date +%s)
 deadline=$((start + minutes * 60))
@@ -116,13 +122,14 @@ for path in sorted(glob.glob(out + "/reports/*.json")):
             message = r.get("error", "status %d" % r["http_status"])
             errors[message] = errors.get(message, 0) + 1
 samples = [tuple(map(float, line.split())) for line in open(out + "/samples.txt")]
-late = [(t, rss) for t, rss, _ in samples if t >= warmup]
+late = [(t, rss) for t, rss, *_ in samples if t >= warmup]
 slope = float("nan")
 if len(late) >= 2:
     mt = sum(t for t, _ in late) / len(late)
     mr = sum(r for _, r in late) / len(late)
     slope = sum((t - mt) * (r - mr) for t, r in late) / sum((t - mt) ** 2 for t, _ in late)
-rss = [r for _, r, _ in samples]
+rss = [r for _, r, *_ in samples]
+at_warmup = next(s for s in samples if s[0] >= warmup)
 disconnects = open(out + "/disconnects.txt").read().strip()
 print(f"requests {total}: ok {ok}, cancelled at deadline {cancelled}, 429 {shed}, "
       f"other errors {sum(errors.values())}; mid-stream disconnects {disconnects}")
@@ -131,5 +138,7 @@ for message, count in sorted(errors.items(), key=lambda e: -e[1]):
 print(f"RSS: {rss[0] / 1024:.1f} MiB at start, peak {max(rss) / 1024:.1f} MiB, "
       f"{rss[-1] / 1024:.1f} MiB at end; slope after {warmup:.0f} s: "
       f"{slope * 60 / 1024:+.3f} MiB/min over {len(late)} samples")
+print(f"KV pages: L3 {at_warmup[3]:.0f} after warm-up, {samples[-1][3]:.0f} at end; "
+      f"prefix cache {at_warmup[4]:.0f} after warm-up, {samples[-1][4]:.0f} at end")
 print(f"fds: {fds_before} before the load, {fds_end} at its end, {fds_idle} after 10 s idle")
 PY
