@@ -193,10 +193,13 @@ std::string read_corpus() {
   return text;
 }
 
+// `tolerance` is the margin reference/perplexity.md gives per weight type (absolute): what an
+// F32 KV cache or exact F32 activations move llama.cpp's own figure by.
 struct PerplexityCase {
   std::string model;
   int n_ctx;
   double expected;
+  double tolerance;
 };
 
 class ReferencePerplexity : public ::testing::TestWithParam<PerplexityCase> {};
@@ -213,15 +216,17 @@ TEST_P(ReferencePerplexity, MatchesLlamaPerplexity) {
   EXPECT_EQ(r.n_scored, r.n_chunks * (p.n_ctx / 2 - 1));
   std::cout << "[ reference ] perplexity " << p.model << " c=" << p.n_ctx << ": " << r.ppl
             << " +/- " << r.error << " (llama.cpp " << p.expected << ")\n";
-  EXPECT_NEAR(r.ppl, p.expected, p.expected * 0.005);
+  EXPECT_NEAR(r.ppl, p.expected, p.tolerance);
 }
 
-INSTANTIATE_TEST_SUITE_P(Stories260K, ReferencePerplexity,
-                         ::testing::Values(PerplexityCase{"stories260K.gguf", 128, 4.231936},
-                                           PerplexityCase{"stories260K.gguf", 256, 4.279294},
-                                           PerplexityCase{"stories260K-q8_0.gguf", 128, 4.236499},
-                                           PerplexityCase{"stories260K-q8_0.gguf", 256, 4.281993},
-                                           PerplexityCase{"stories260K-q4_0.gguf", 128, 4.535500}));
+INSTANTIATE_TEST_SUITE_P(
+    Stories260K, ReferencePerplexity,
+    ::testing::Values(PerplexityCase{"stories260K.gguf", 128, 4.231936, 0.002},
+                      PerplexityCase{"stories260K.gguf", 256, 4.279294, 0.002},
+                      PerplexityCase{"stories260K-q8_0.gguf", 128, 4.236499, 0.005},
+                      PerplexityCase{"stories260K-q8_0.gguf", 256, 4.281993, 0.005},
+                      PerplexityCase{"stories260K-q4_0.gguf", 128, 4.535500, 0.01},
+                      PerplexityCase{"stories260K-q4_0.gguf", 256, 4.657768, 0.01}));
 
 }  // namespace
 }  // namespace k25
