@@ -77,6 +77,12 @@ class Parser {
     next();
     return n;
   }
+  // A filter's or test's name, dotted ones included (`a.b`).
+  std::string expect_dotted_name() {
+    std::string n = expect_name();
+    while (skip_op(".")) n.append(".").append(expect_name());
+    return n;
+  }
   void expect_block_end() {
     if (cur().kind != TokenKind::BlockEnd) error("expected the end of the statement block");
     next();
@@ -241,8 +247,7 @@ class Parser {
       first = false;
       FilterCall f;
       f.line = cur().line;
-      f.name = expect_name();
-      while (skip_op(".")) f.name += "." + expect_name();
+      f.name = expect_dotted_name();
       f.fn = find_filter(f.name);
       if (is_op("(")) parse_call_args(f.args, f.kwargs);
       chain.push_back(std::move(f));
@@ -360,24 +365,37 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr l = parse_and();
-    while (is_name("or")) {
+  // One left-associative precedence level: operands from `operand`, joined for as long as
+  // `take_op` finds one of the level's operators at the cursor (it consumes it and returns its
+  // text; empty for none).
+  template <typename Operand, typename TakeOp>
+  ExprPtr left_associative(Expr::Kind kind, Operand operand, TakeOp take_op) {
+    ExprPtr l = operand();
+    for (;;) {
       const int line = cur().line;
-      next();
-      l = binary(Expr::Kind::Or, "or", std::move(l), parse_and(), line);
+      std::string op = take_op();
+      if (op.empty()) return l;
+      l = binary(kind, std::move(op), std::move(l), operand(), line);
     }
-    return l;
+  }
+
+  std::string take_op(std::initializer_list<std::string_view> ops) {
+    for (std::string_view op : ops) {
+      if (skip_op(op)) return std::string(op);
+    }
+    return {};
+  }
+
+  std::string take_name(std::string_view name) { return skip_name(name) ? std::string(name) : ""; }
+
+  ExprPtr parse_or() {
+    return left_associative(
+        Expr::Kind::Or, [&] { return parse_and(); }, [&] { return take_name("or"); });
   }
 
   ExprPtr parse_and() {
-    ExprPtr l = parse_not();
-    while (is_name("and")) {
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Kind::And, "and", std::move(l), parse_not(), line);
-    }
-    return l;
+    return left_associative(
+        Expr::Kind::And, [&] { return parse_not(); }, [&] { return take_name("and"); });
   }
 
   ExprPtr parse_not() {
@@ -392,69 +410,43 @@ class Parser {
   }
 
   ExprPtr parse_compare() {
-    ExprPtr l = parse_math1();
-    for (;;) {
-      const int line = cur().line;
-      std::string op;
-      if (cur().kind == TokenKind::Operator &&
-          (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
-           cur().text == ">" || cur().text == ">=")) {
-        op = cur().text;
-        next();
-      } else if (is_name("in")) {
-        op = "in";
-        next();
-      } else if (is_name("not") && peek().kind == TokenKind::Name && peek().text == "in") {
-        op = "not in";
-        next();
-        next();
-      } else {
-        return l;
-      }
-      l = binary(Expr::Kind::Binary, op, std::move(l), parse_math1(), line);
-    }
+    return left_associative(
+        Expr::Kind::Binary, [&] { return parse_math1(); },
+        [&] {
+          if (std::string op = take_op({"==", "!=", "<", "<=", ">", ">="}); !op.empty()) return op;
+          if (is_name("not") && peek().kind == TokenKind::Name && peek().text == "in") {
+            next();
+            next();
+            return std::string("not in");
+          }
+          return take_name("in");
+        });
   }
 
   ExprPtr parse_math1() {
-    ExprPtr l = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const int line = cur().line;
-      std::string op = cur().text;
-      next();
-      l = binary(Expr::Kind::Binary, op, std::move(l), parse_concat(), line);
-    }
-    return l;
+    return left_associative(
+        Expr::Kind::Binary, [&] { return parse_concat(); },
+        [&] {
+          return take_op({"+", "-"});
+        });
   }
 
   ExprPtr parse_concat() {
-    ExprPtr l = parse_math2();
-    while (is_op("~")) {
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Kind::Binary, "~", std::move(l), parse_math2(), line);
-    }
-    return l;
+    return left_associative(
+        Expr::Kind::Binary, [&] { return parse_math2(); }, [&] { return take_op({"~"}); });
   }
 
   ExprPtr parse_math2() {
-    ExprPtr l = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const int line = cur().line;
-      std::string op = cur().text;
-      next();
-      l = binary(Expr::Kind::Binary, op, std::move(l), parse_pow(), line);
-    }
-    return l;
+    return left_associative(
+        Expr::Kind::Binary, [&] { return parse_pow(); },
+        [&] {
+          return take_op({"*", "/", "//", "%"});
+        });
   }
 
   ExprPtr parse_pow() {
-    ExprPtr l = parse_unary(true);
-    while (is_op("**")) {
-      const int line = cur().line;
-      next();
-      l = binary(Expr::Kind::Binary, "**", std::move(l), parse_unary(true), line);
-    }
-    return l;
+    return left_associative(
+        Expr::Kind::Binary, [&] { return parse_unary(true); }, [&] { return take_op({"**"}); });
   }
 
   ExprPtr parse_unary(bool with_filter) {
@@ -644,8 +636,7 @@ class Parser {
       if (is_op("|")) {
         next();
         auto f = make(Expr::Kind::Filter, line);
-        f->name = expect_name();
-        while (skip_op(".")) f->name += "." + expect_name();
+        f->name = expect_dotted_name();
         f->filter = find_filter(f->name);
         f->args.push_back(std::move(e));
         if (is_op("(")) parse_call_args(f->args, f->kwargs);
@@ -654,8 +645,7 @@ class Parser {
         next();
         auto t = make(Expr::Kind::Test, line);
         t->negated = skip_name("not");
-        t->name = expect_name();
-        while (skip_op(".")) t->name += "." + expect_name();
+        t->name = expect_dotted_name();
         t->test = find_test(t->name);
         t->args.push_back(std::move(e));
         if (is_op("(")) {
