@@ -155,7 +155,6 @@ int run(const k25::ServerConfig& config) {
       options.aging_per_second = config.aging_per_second;
       options.kv_budget_bytes = static_cast<size_t>(config.l2_cache_size_mb) << 20;
       options.kv_page_tokens = config.l2_page_tokens;
-      options.kv_shards = config.l2_cache_shards;
       options.kv_dtype = config.kv_cache_dtype;
       options.batch_timeout_ms = config.batch_timeout_ms;
       options.queue_timeout_ms = config.queue_timeout_s * 1000;

@@ -35,7 +35,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   const size_t page_bytes =
       PagePool::page_bytes_for({page_tokens, config.n_layers, kv_dim, c.kv_dtype});
   PagedKvCache paged(config.n_layers, kv_dim, config.context_length, pages * page_bytes,
-                     page_tokens, 1, c.kv_dtype);
+                     page_tokens, c.kv_dtype);
   std::optional<L1WindowKvCache> l1;
   if (c.l1_window > 0) l1.emplace(paged, config.n_layers, kv_dim, c.l1_window);
   KvCache& kv = l1 ? static_cast<KvCache&>(*l1) : paged;

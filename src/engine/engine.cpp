@@ -154,8 +154,7 @@ Engine::Engine(Model& model, EngineOptions options)
         pages_per_seq * static_cast<size_t>(options_.max_batch_size);
   }
   kv_ = std::make_unique<PagedKvCache>(c.n_layers, kv_dim, context_size_, budget,
-                                       options_.kv_page_tokens, options_.kv_shards,
-                                       options_.kv_dtype);
+                                       options_.kv_page_tokens, options_.kv_dtype);
   if (kv_->pool().pages_total() == 0) {
     fail("engine: a KV budget of ", budget, " bytes holds no page (one page is ",
          kv_->pool().page_bytes(), " bytes)");
@@ -583,9 +582,8 @@ bool Engine::begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages
   const std::vector<uint64_t>& keys = seq.prefix_keys;
   std::vector<CachedPage> chain;  // fresh L2 pages for the chain's pages that L3 holds
   for (size_t i = l2_pages.size(); i < n_pages && l3_->contains(keys[i]); ++i) {
-    const int shard = pool.shard_of(static_cast<int>(i) * page_tokens);
-    std::optional<PageId> page = pool.allocate(shard);
-    while (!page && prefix_->reclaim_one()) page = pool.allocate(shard);
+    std::optional<PageId> page = pool.allocate();
+    while (!page && prefix_->reclaim_one()) page = pool.allocate();
     if (!page) break;
     chain.push_back({keys[i], i ? keys[i - 1] : prefix_->root_key(),
                      seq.tokens.data() + i * page_tokens, *page});

@@ -43,7 +43,6 @@ struct EngineOptions {
   // L2 KV pool budget (R-KV1). 0: enough for max_batch_size sequences of the full context.
   size_t kv_budget_bytes = 0;
   int kv_page_tokens = PagedKvCache::kDefaultPageTokens;
-  int kv_shards = 1;  // l2_cache_shards (a power of 2)
   // Element type of the stored K and V rows (kv_cache_dtype): f16 halves the bytes per token.
   KvDtype kv_dtype = KvDtype::kF32;
   // L1 (l1_cache_size): a ring of each sequence's newest positions that attention reads first

@@ -13,8 +13,6 @@ namespace k25 {
 
 namespace {
 
-constexpr int kMaxShards = 1 << 14;  // page_shard_ stores shards in int16_t
-
 size_t round_up(size_t n, size_t multiple) {
   return (n + multiple - 1) / multiple * multiple;
 }
@@ -32,15 +30,11 @@ size_t PagePool::page_bytes_for(const PageGeometry& geometry) {
   return block_bytes * 2 * geometry.n_layers;
 }
 
-PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
-    : geometry_(geometry), budget_bytes_(budget_bytes), n_shards_(n_shards) {
+PagePool::PagePool(PageGeometry geometry, size_t budget_bytes)
+    : geometry_(geometry), budget_bytes_(budget_bytes) {
   if (geometry.page_tokens <= 0 || geometry.n_layers <= 0 || geometry.kv_dim <= 0) {
     fail("KV page pool: page_tokens (", geometry.page_tokens, "), n_layers (", geometry.n_layers,
          ") and kv_dim (", geometry.kv_dim, ") must be positive");
-  }
-  if (n_shards <= 0 || n_shards > kMaxShards || (n_shards & (n_shards - 1)) != 0) {
-    fail("KV page pool: l2_cache_shards must be a power of two in [1, ", kMaxShards, "], got ",
-         n_shards);
   }
   page_bytes_ = page_bytes_for(geometry);
   block_bytes_ = page_bytes_ / (2 * geometry.n_layers);
@@ -48,13 +42,11 @@ PagePool::PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards)
   pages_total_ = std::min<size_t>(budget_bytes / page_bytes_, std::numeric_limits<PageId>::max());
   while (slab_shift_ < 31 && (page_bytes_ << (slab_shift_ + 1)) <= kSlabTargetBytes) ++slab_shift_;
   slab_mask_ = (PageId{1} << slab_shift_) - 1;
-  shard_used_.assign(n_shards_, 0);
 }
 
 PagePool::~PagePool() = default;
 
-std::optional<PageId> PagePool::allocate(int shard) {
-  if (shard < 0 || shard >= n_shards_) return std::nullopt;
+std::optional<PageId> PagePool::allocate() {
   PageId page;
   if (!free_list_.empty()) {
     page = free_list_.back();
@@ -62,8 +54,7 @@ std::optional<PageId> PagePool::allocate(int shard) {
     released_free_ = std::min(released_free_, free_list_.size());
   } else if (next_fresh_ < pages_total_) {
     page = next_fresh_++;
-    page_shard_.push_back(-1);  // grows with the pages handed out, not with the budget
-    refs_.push_back(0);
+    refs_.push_back(0);  // grows with the pages handed out, not with the budget
     const size_t slab = page >> slab_shift_;
     if (slab == slabs_.size()) {
       // The last slab is cut short so that slab memory never passes pages_total_ pages.
@@ -77,20 +68,16 @@ std::optional<PageId> PagePool::allocate(int shard) {
   } else {
     return std::nullopt;
   }
-  page_shard_[page] = static_cast<int16_t>(shard);
   refs_[page] = 1;
-  ++shard_used_[shard];
   ++pages_used_;
   return page;
 }
 
 bool PagePool::free(PageId page) {
-  if (page >= next_fresh_ || page_shard_[page] < 0) {
+  if (page >= next_fresh_ || refs_[page] == 0) {
     fail("KV page pool: freeing page ", page, ", which is not allocated");
   }
   if (--refs_[page] > 0) return false;
-  --shard_used_[page_shard_[page]];
-  page_shard_[page] = -1;
   --pages_used_;
   free_list_.push_back(page);
   return true;
@@ -113,7 +100,7 @@ size_t PagePool::release_free_memory() {
 }
 
 void PagePool::retain(PageId page) {
-  if (page >= next_fresh_ || page_shard_[page] < 0) {
+  if (page >= next_fresh_ || refs_[page] == 0) {
     fail("KV page pool: retaining page ", page, ", which is not allocated");
   }
   ++refs_[page];

@@ -10,11 +10,6 @@
 // the pool dies; page memory (slabs) never exceeds the budget given at construction. The pool's
 // own bookkeeping (a few bytes per page) is outside the budget.
 //
-// Pages are tagged with a position shard (R-KV / l2_cache_shards): shard_of(position) =
-// (position / page_tokens) % n_shards, so consecutive pages of a sequence stripe across shards
-// and every shard holds an even share of every sequence. Per-shard counters let later tiers
-// decide which shards to keep resident or load.
-//
 // Pages are reference counted so that one page can sit in several page tables at once (prefix
 // sharing, docs/kv-cache.md "Prefix reuse and sessions"): allocate() hands out a page with one
 // reference, retain() adds one, free() drops one and returns the page to the pool at zero.
@@ -51,9 +46,9 @@ class PagePool {
   // Slabs are about this size (a power-of-two number of pages, at least one page).
   static constexpr size_t kSlabTargetBytes = size_t{2} << 20;
 
-  // Throws k25::Error when the geometry is not positive or n_shards is not a power of two.
-  // A budget smaller than one page gives a pool with zero pages.
-  PagePool(PageGeometry geometry, size_t budget_bytes, int n_shards = 1);
+  // Throws k25::Error when the geometry is not positive. A budget smaller than one page gives a
+  // pool with zero pages.
+  PagePool(PageGeometry geometry, size_t budget_bytes);
   ~PagePool();
 
   // Bytes of one page of `geometry` (padding included): what a budget is counted in.
@@ -61,9 +56,9 @@ class PagePool {
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
-  // A free page tagged with `shard`, or nullopt when every page of the budget is in use (or the
-  // shard is out of range). Reuses released pages first, most recently released first.
-  std::optional<PageId> allocate(int shard);
+  // A free page, or nullopt when every page of the budget is in use. Reuses released pages
+  // first, most recently released first.
+  std::optional<PageId> allocate();
   // Drops one reference; the page returns to the pool when none is left (returns true then).
   // Throws k25::Error on an id that is not currently allocated.
   bool free(PageId page);
@@ -89,17 +84,12 @@ class PagePool {
     return reinterpret_cast<float*>(value_block(page, layer));
   }
 
-  int shard_of(int position) const { return (position / geometry_.page_tokens) & (n_shards_ - 1); }
-  int shard_of_page(PageId page) const { return page_shard_[page]; }
-
   const PageGeometry& geometry() const { return geometry_; }
-  int n_shards() const { return n_shards_; }
   size_t page_bytes() const { return page_bytes_; }  // including alignment padding
   size_t budget_bytes() const { return budget_bytes_; }
   size_t pages_total() const { return pages_total_; }
   size_t pages_used() const { return pages_used_; }
   size_t pages_free() const { return pages_total_ - pages_used_; }
-  size_t shard_pages_used(int shard) const { return shard_used_[shard]; }
   size_t bytes_allocated() const { return bytes_allocated_; }  // slab memory taken so far
   // Gives the memory of free pages back to the OS (madvise MADV_DONTNEED on each free page's
   // whole 4 KiB pages), so an engine whose cached KV moved to disk shrinks; a released page
@@ -122,7 +112,6 @@ class PagePool {
 
   PageGeometry geometry_;
   size_t budget_bytes_;
-  int n_shards_;
   size_t block_bytes_ = 0;  // one layer's K (or V) block, padded to kAlignment
   size_t page_bytes_ = 0;
   size_t pages_total_ = 0;
@@ -132,10 +121,8 @@ class PagePool {
   size_t bytes_allocated_ = 0;
   PageId next_fresh_ = 0;  // pages [next_fresh_, pages_total_) were never handed out
   std::vector<PageId> free_list_;
-  size_t released_free_ = 0;         // free_list_[0, released_free_) have had their memory released
-  std::vector<int16_t> page_shard_;  // -1 = not allocated
-  std::vector<uint32_t> refs_;       // references per page handed out so far
-  std::vector<size_t> shard_used_;
+  size_t released_free_ = 0;    // free_list_[0, released_free_) have had their memory released
+  std::vector<uint32_t> refs_;  // references per page handed out so far (0: not allocated)
   size_t pages_used_ = 0;
 };
 

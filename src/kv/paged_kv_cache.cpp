@@ -7,12 +7,12 @@
 namespace k25 {
 
 PagedKvCache::PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
-                           int page_tokens, int n_shards, KvDtype dtype)
+                           int page_tokens, KvDtype dtype)
     : n_layers_(n_layers),
       max_positions_(max_positions),
       page_tokens_(page_tokens),
       row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype)),
-      pool_(PageGeometry{page_tokens, n_layers, kv_dim, dtype}, budget_bytes, n_shards) {
+      pool_(PageGeometry{page_tokens, n_layers, kv_dim, dtype}, budget_bytes) {
   if ((page_tokens & (page_tokens - 1)) == 0)
     page_shift_ = std::countr_zero(static_cast<unsigned>(page_tokens));
 }
@@ -75,9 +75,8 @@ void PagedKvCache::reserve(int seq, int n_positions) {
   std::vector<PageId>& table = tables_[seq];
   table.reserve(table.size() + missing);  // a page allocated below is never lost to a bad_alloc
   for (long i = 0; i < missing; ++i) {
-    const int first_position = static_cast<int>(table.size()) * page_tokens_;
     // Cannot be empty: pages_available() was checked and the reclaimer gave its pages back.
-    table.push_back(*pool_.allocate(pool_.shard_of(first_position)));
+    table.push_back(*pool_.allocate());
   }
 }
 

@@ -28,10 +28,9 @@ class PagedKvCache final : public KvCache {
  public:
   static constexpr int kDefaultPageTokens = 16;  // see docs/kv-cache.md for the measurement
 
-  // Throws k25::Error on a non-positive shape or a shard count that is not a power of two.
+  // Throws k25::Error on a non-positive shape.
   PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t budget_bytes,
-               int page_tokens = kDefaultPageTokens, int n_shards = 1,
-               KvDtype dtype = KvDtype::kF32);
+               int page_tokens = kDefaultPageTokens, KvDtype dtype = KvDtype::kF32);
 
   KvDtype dtype() const override { return pool_.geometry().dtype; }
   void reserve(int seq, int n_positions) override;

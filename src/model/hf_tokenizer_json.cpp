@@ -190,6 +190,33 @@ json pre_tokenizer_json(PreTokenizerKind kind) {
   return {{"type", "Sequence"}, {"pretokenizers", steps}};
 }
 
+// tokenizer_config.json's chat_template: one template, or a list of named ones
+// ([{"name": "default", "template": ...}, {"name": "tool_use", ...}]): "default" (else the first)
+// is the chat template, the others are kept by name.
+void read_chat_templates(const std::string& config_path, const json& t, Vocab& v) {
+  if (t.is_string()) {
+    v.chat_template = t.get<std::string>();
+    return;
+  }
+  if (t.is_null()) return;
+  if (!t.is_array()) fail(config_path, ": chat_template is neither a string nor a list");
+  for (size_t i = 0; i < t.size(); ++i) {
+    const json& named = t[i];
+    if (!named.is_object() || !named.contains("name") || !named["name"].is_string() ||
+        !named.contains("template") || !named["template"].is_string()) {
+      fail(config_path, ": chat_template[", i, "] is not {\"name\": string, \"template\": string}");
+    }
+    const std::string name = named["name"].get<std::string>();
+    const std::string text = named["template"].get<std::string>();
+    if (name == "default") {
+      v.chat_template = text;
+    } else {
+      v.named_chat_templates[name] = text;
+    }
+  }
+  if (v.chat_template.empty() && !t.empty()) v.chat_template = t[0]["template"].get<std::string>();
+}
+
 }  // namespace
 
 Vocab read_hf_tokenizer_json(const std::string& path) {
@@ -341,20 +368,7 @@ Vocab read_hf_tokenizer_json(const std::string& path) {
   v.add_bos = flag("add_bos_token", default_bos);
   v.add_eos = flag("add_eos_token", false);
   if (config.contains("chat_template")) {
-    const json& t = config["chat_template"];
-    if (t.is_string()) {
-      v.chat_template = t.get<std::string>();
-    } else if (t.is_array()) {
-      // A list of named templates: the "default" one, else the first.
-      for (const json& named : t) {
-        if (!named.is_object() || !named.contains("template") || !named["template"].is_string()) {
-          continue;
-        }
-        if (v.chat_template.empty() || named.value("name", "") == "default") {
-          v.chat_template = named["template"].get<std::string>();
-        }
-      }
-    }
+    read_chat_templates(config_path.string(), config["chat_template"], v);
   }
   return v;
 }
@@ -522,7 +536,18 @@ void write_hf_tokenizer_json(const Vocab& vocab, const std::string& path) {
                  {"clean_up_tokenization_spaces", false},
                  {"model_max_length", 1000000000},
                  {"tokenizer_class", "PreTrainedTokenizerFast"}};
-  if (!vocab.chat_template.empty()) config["chat_template"] = vocab.chat_template;
+  if (vocab.named_chat_templates.empty()) {
+    if (!vocab.chat_template.empty()) config["chat_template"] = vocab.chat_template;
+  } else {
+    json list = json::array();
+    if (!vocab.chat_template.empty()) {
+      list.push_back({{"name", "default"}, {"template", vocab.chat_template}});
+    }
+    for (const auto& [name, text] : vocab.named_chat_templates) {
+      list.push_back({{"name", name}, {"template", text}});
+    }
+    config["chat_template"] = list;
+  }
   save_json(config, (fs::path(path).parent_path() / "tokenizer_config.json").string());
 }
 

@@ -26,6 +26,21 @@ bool default_add_bos(Vocab::Kind kind, const std::string& pre) {
   return pre_tokenizer_adds_bos(pre_tokenizer_from_name(pre));
 }
 
+// tokenizer.chat_template.<name> keys (llama.cpp's convert writes one per entry of a Hugging
+// Face template list).
+std::map<std::string, std::string> named_chat_templates(const GgufFile& file) {
+  constexpr std::string_view kPrefix = "tokenizer.chat_template.";
+  std::map<std::string, std::string> out;
+  const auto& metadata = file.metadata();
+  for (auto it = metadata.lower_bound(kPrefix); it != metadata.end(); ++it) {
+    const std::string& key = it->first;
+    if (!key.starts_with(kPrefix)) break;
+    if (key.size() == kPrefix.size()) continue;
+    out[key.substr(kPrefix.size())] = file.get_string(key);  // a wrong type names the key
+  }
+  return out;
+}
+
 void check_id(int64_t id, size_t n_vocab, const char* name) {
   if (id < -1 || id >= static_cast<int64_t>(n_vocab)) {
     fail("tokenizer: ", name, " token id ", id, " is outside the vocabulary of ", n_vocab,
@@ -178,6 +193,7 @@ std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& file) {
   v.add_space_prefix =
       file.get_bool_or("tokenizer.ggml.add_space_prefix", v.kind == Vocab::Kind::Spm);
   v.chat_template = file.get_string_or("tokenizer.chat_template", "");
+  v.named_chat_templates = named_chat_templates(file);
   try {
     return std::make_unique<Tokenizer>(std::move(v));
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ struct Vocab {
   bool add_eos = false;
   bool add_space_prefix = false;  // SPM: prepend "▁" to the text
   std::string chat_template;      // tokenizer.chat_template, empty when absent
+  // Named variants beside it, by name: GGUF tokenizer.chat_template.<name>, or the entries of a
+  // tokenizer_config.json template list other than "default" (e.g. "tool_use", "rag").
+  std::map<std::string, std::string> named_chat_templates;
 };
 
 class Tokenizer {

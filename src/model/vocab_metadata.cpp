@@ -31,6 +31,9 @@ void set_vocab_metadata(GgufWriter& w, const Vocab& v) {
   w.set_bool("tokenizer.ggml.add_eos_token", v.add_eos);
   if (spm) w.set_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
   if (!v.chat_template.empty()) w.set_string("tokenizer.chat_template", v.chat_template);
+  for (const auto& [name, text] : v.named_chat_templates) {
+    w.set_string("tokenizer.chat_template." + name, text);
+  }
 }
 
 }  // namespace k25

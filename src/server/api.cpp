@@ -160,11 +160,10 @@ void Api::set_engine(Engine* engine) {
   defaults_.context_size = engine->context_size();
   defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
   defaults_.n_vocab = model.config().n_vocab;
-  const Vocab& vocab = model.tokenizer().vocab();
-  // model.chat_template (--chat-template) replaces the model's template, tool-call format included.
+  // model.chat_template (--chat-template) replaces the model's template, tool-call format included;
+  // the format is that of the template requests with tools render with (tool_use when present).
   chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer(), config_.chat_template);
-  tool_call_format_ = detect_tool_call_format(
-      config_.chat_template.empty() ? vocab.chat_template : config_.chat_template);
+  tool_call_format_ = detect_tool_call_format(chat_template_->tools_source());
   engine_.store(engine);
 }
 
@@ -322,6 +321,7 @@ json Api::model_entry(const Engine& engine) const {
             {"n_embd", c.dim},
             {"n_layer", c.n_layers},
             {"chat_template", chat_template_->kind()},
+            {"chat_template_tool_use", chat_template_->has_tool_use()},
             {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
 }
 

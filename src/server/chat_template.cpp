@@ -56,23 +56,39 @@ ChatTemplate::ChatTemplate(const Tokenizer& tokenizer, const std::string& source
       stop_strings_.push_back("\nuser:");
     }
   }
-  try {
-    template_ = std::make_unique<ChatPromptTemplate>(source, token_text(tokenizer, vocab.bos),
-                                                     token_text(tokenizer, vocab.eos));
-  } catch (const jinja::TemplateError& e) {
-    parse_error_ = e.what();
-    kind_ = "unparsable";
-    std::fprintf(stderr,
-                 "warning: the chat template does not parse (%s); chat requests will fail\n",
-                 parse_error_.c_str());
+  default_ = parse(std::move(source), "the chat template");
+  if (!default_.program) kind_ = "unparsable";
+  if (source_override.empty()) {
+    const auto tool_use = vocab.named_chat_templates.find("tool_use");
+    if (tool_use != vocab.named_chat_templates.end()) {
+      tool_use_ = parse(tool_use->second, "the tool_use chat template");
+    }
   }
+}
+
+ChatTemplate::Parsed ChatTemplate::parse(std::string source, const char* what) const {
+  Parsed out;
+  out.source = std::move(source);
+  try {
+    out.program = std::make_unique<ChatPromptTemplate>(
+        out.source, token_text(tokenizer_, tokenizer_.vocab().bos),
+        token_text(tokenizer_, tokenizer_.vocab().eos));
+  } catch (const jinja::TemplateError& e) {
+    out.parse_error = e.what();
+    std::fprintf(stderr, "warning: %s does not parse (%s); chat requests it renders will fail\n",
+                 what, out.parse_error.c_str());
+  }
+  return out;
 }
 
 ChatPrompt ChatTemplate::render(const ojson& messages, const ojson& tools,
                                 const ojson& extra_vars) const {
-  if (!template_) {
-    throw ApiException(ApiError{500, "the model's chat template does not parse: " + parse_error_,
-                                "server_error", "", "template_error"});
+  const Parsed& chosen = tool_use_ && !tools.is_null() ? *tool_use_ : default_;
+  if (!chosen.program) {
+    const char* which = &chosen == &default_ ? "chat template" : "tool_use chat template";
+    throw ApiException(
+        ApiError{500, concat("the model's ", which, " does not parse: ", chosen.parse_error),
+                 "server_error", "", "template_error"});
   }
   ChatPromptInput input;
   input.messages = messages;
@@ -81,7 +97,7 @@ ChatPrompt ChatTemplate::render(const ojson& messages, const ojson& tools,
   input.extra_vars = extra_vars;
   RenderedPrompt rendered;
   try {
-    rendered = template_->render(input);
+    rendered = chosen.program->render(input);
   } catch (const jinja::TemplateError& e) {
     // raise_exception() text is the template's own message ("System role not supported").
     const std::string message =

@@ -19,6 +19,10 @@ CommandLine parse_server_command_line(int argc, const char* const* argv) {
         app.add_option(key.flag, overrides[key.path], key.help + " [" + key.path + "]");
     flags.emplace_back(key.path, option);
   }
+  for (const RemovedConfigKey& key : removed_config_keys()) {
+    // Not in --help (group ""); given, it fails below with the key's own message.
+    flags.emplace_back(key.path, app.add_option(key.flag, overrides[key.path])->group(""));
+  }
   bool disable_adaptive_pruning = false;
   app.add_flag("--disable-adaptive-pruning", disable_adaptive_pruning,
                "turn Level 3 adaptive pruning off (outputs then repeat exactly)");

@@ -107,16 +107,6 @@ std::vector<ConfigKey> make_keys() {
                       1 << 20));
   k.push_back(choice_key("flash_scheduler.l1_eviction_policy", "--l1-eviction-policy",
                          "L1 eviction: lru or fifo", &C::l1_eviction_policy, {"lru", "fifo"}));
-  k.push_back({"flash_scheduler.l2_cache_shards", "--l2-cache-shards", "L2 KV shards (power of 2)",
-               [](C& c, const std::string& v) {
-                 int64_t n = parse_int("flash_scheduler.l2_cache_shards", v, 1, 1024);
-                 if (!is_power_of_two(n)) {
-                   fail("config: flash_scheduler.l2_cache_shards: ", n, " is not a power of 2");
-                 }
-                 c.l2_cache_shards = static_cast<int>(n);
-               }});
-  k.push_back(int_key("flash_scheduler.l2_prefetch_distance", "--l2-prefetch-distance",
-                      "L2 prefetch distance (pages)", &C::l2_prefetch_distance, 0, 1024));
   k.push_back(bool_key("flash_scheduler.l3_enabled", "--l3-enabled", "use the disk KV tier",
                        &C::l3_enabled));
   k.push_back(string_key("flash_scheduler.l3_device", "--l3-device",
@@ -361,6 +351,17 @@ std::string trim(const std::string& s) {
 
 }  // namespace
 
+const std::vector<RemovedConfigKey>& removed_config_keys() {
+  static const std::vector<RemovedConfigKey> keys = {
+      {"flash_scheduler.l2_cache_shards", "--l2-cache-shards",
+       "pages were tagged with a position shard that nothing read"},
+      {"flash_scheduler.l2_prefetch_distance", "--l2-prefetch-distance",
+       "an L3 restore reads a prompt's whole page chain at admission, so nothing is left ahead to "
+       "prefetch"},
+  };
+  return keys;
+}
+
 const std::vector<ConfigKey>& config_keys() {
   static const std::vector<ConfigKey> keys = make_keys();
   return keys;
@@ -371,6 +372,12 @@ void set_config_value(ServerConfig& config, const std::string& path, const std::
     if (key.path == path) {
       key.apply(config, value);
       return;
+    }
+  }
+  for (const RemovedConfigKey& key : removed_config_keys()) {
+    if (key.path == path) {
+      fail("config: ", path, " was removed: it had no effect (", key.reason,
+           "); delete it (docs/server.md)");
     }
   }
   fail("config: unknown key '", path, "'");

@@ -29,8 +29,6 @@ struct ServerConfig {
   // flash_scheduler (the KV tiers read the cache keys when they land)
   int l1_cache_size = 0;  // off: measured not to pay on the CPUs tried (docs/kv-cache.md)
   std::string l1_eviction_policy = "lru";
-  int l2_cache_shards = 8;
-  int l2_prefetch_distance = 2;
   bool l3_enabled = false;
   std::string l3_device;
   int l3_page_size = 4096;
@@ -122,6 +120,16 @@ struct ConfigKey {
 };
 
 const std::vector<ConfigKey>& config_keys();
+
+// Keys that were accepted once but never had an effect: set_config_value (file or flag) refuses
+// them with an error that says so, rather than "unknown key", so that an old file is fixed
+// knowingly.
+struct RemovedConfigKey {
+  std::string path;
+  std::string flag;
+  std::string reason;
+};
+const std::vector<RemovedConfigKey>& removed_config_keys();
 
 // Applies one "section.key" = text value; unknown keys and invalid values throw k25::Error.
 void set_config_value(ServerConfig& config, const std::string& path, const std::string& value);

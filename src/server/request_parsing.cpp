@@ -9,6 +9,7 @@
 #include "server/grammar_request.h"
 #include "server/json_fields.h"
 #include "util/error.h"
+#include "util/json_nesting.h"
 
 namespace k25 {
 
@@ -20,27 +21,11 @@ constexpr int kMaxJsonDepth = 64;
 
 // nlohmann builds nested values recursively; refuse deep nesting before it gets the chance.
 void check_depth(std::string_view body) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
+  JsonNesting nesting;
   for (char c : body) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        throw_bad_request(concat("malformed JSON: nested deeper than ", kMaxJsonDepth, " levels"),
-                          "", "invalid_json");
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
+    if (nesting.step(c) > kMaxJsonDepth) {
+      throw_bad_request(concat("malformed JSON: nested deeper than ", kMaxJsonDepth, " levels"), "",
+                        "invalid_json");
     }
   }
 }

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "util/json_nesting.h"
+
 namespace k25 {
 
 using nlohmann::json;
@@ -18,29 +20,13 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-// Where the JSON object or array starting at s[pos] ends (one past its closing bracket); npos
-// when it does not close. Strings are skipped with their escapes; the value itself is checked
-// by the JSON parser afterwards.
+// Where the JSON object or array starting at s[pos] (an opening bracket) ends: one past its
+// closing bracket; npos when it does not close. The value itself is checked by the JSON parser
+// afterwards.
 size_t json_extent(std::string_view s, size_t pos) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
+  JsonNesting nesting;
   for (size_t i = pos; i < s.size(); ++i) {
-    const char c = s[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-    }
+    if (nesting.step(s[i]) == 0) return i + 1;
   }
   return std::string_view::npos;
 }

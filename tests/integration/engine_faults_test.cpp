@@ -46,17 +46,10 @@ std::string streamed_text(const std::string& body) {
   return text;
 }
 
-// The value of an unlabelled (or fully written) series in /metrics; -1 when absent.
-double metric_of(int port, const std::string& series) {
-  const std::string text = http_call(port, "GET", "/metrics").body;
-  const size_t at = text.find("\n" + series + " ");
-  return at == std::string::npos ? -1 : std::stod(text.substr(at + series.size() + 2));
-}
-
 // Waits (up to a minute) until the engine has no request; the stats come after the answers.
 void wait_until_idle(int port) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (metric_of(port, "k25_requests_running") + metric_of(port, "k25_requests_waiting") != 0) {
+  while (metric(port, "k25_requests_running") + metric(port, "k25_requests_waiting") != 0) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the engine never went idle";
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -126,7 +119,7 @@ TEST_P(ServerEngineFault, FailsThatRequestOnlyAndTheServerKeepsServing) {
   EXPECT_NE(message.find("internal error: " + what), std::string::npos) << error.dump();
   EXPECT_EQ(error["error"]["code"], "internal_error") << error.dump();
   // The victim failed while the streams ran beside it: none has finished yet.
-  EXPECT_EQ(metric_of(port, "k25_requests_finished_total{reason=\"length\"}"), 0);
+  EXPECT_EQ(metric(port, "k25_requests_finished_total{reason=\"length\"}"), 0);
 
   for (size_t i = 0; i < streams.size(); ++i) {
     ASSERT_TRUE(streams[i]->read_to_end()) << i;
@@ -139,12 +132,12 @@ TEST_P(ServerEngineFault, FailsThatRequestOnlyAndTheServerKeepsServing) {
   ASSERT_EQ(after.status, 200) << after.body;
   EXPECT_EQ(json::parse(after.body)["choices"][0]["text"], lone_short);
   EXPECT_EQ(http_call(port, "GET", "/health").status, 200);
-  EXPECT_EQ(metric_of(port, "k25_requests_finished_total{reason=\"error\"}"), 1);
-  EXPECT_EQ(metric_of(port, "k25_engine_step_failures_total"), 0);  // it was the request's
+  EXPECT_EQ(metric(port, "k25_requests_finished_total{reason=\"error\"}"), 1);
+  EXPECT_EQ(metric(port, "k25_engine_step_failures_total"), 0);  // it was the request's
   // Idle: every page still in use is one the prefix cache holds (none leaked).
   wait_until_idle(port);
-  EXPECT_EQ(metric_of(port, "k25_kv_pages_used"),
-            metric_of(port, "flash_prefix_cache_pages{state=\"all\"}"));
+  EXPECT_EQ(metric(port, "k25_kv_pages_used"),
+            metric(port, "flash_prefix_cache_pages{state=\"all\"}"));
   server.signal(SIGTERM);
   EXPECT_EQ(server.wait_exit(), 0) << server.log();
 }

@@ -43,20 +43,6 @@ std::vector<std::string> plus(std::vector<std::string> a, const std::vector<std:
   return a;
 }
 
-// The value of an unlabelled metric in /metrics text; NaN when absent.
-double metric(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return std::nan("");
-}
-
-double metric_of(int port, const std::string& name) {
-  return metric(http_call(port, "GET", "/metrics").body, name);
-}
-
 json health_of(int port) {
   return json::parse(http_call(port, "GET", "/health").body);
 }
@@ -123,9 +109,9 @@ TEST(OpsWarmup, RunsThroughTheEngineBeforeHealthTurnsReady) {
   EXPECT_NE(log.find("\"warmup_ms\":"), std::string::npos);
   // The warm-up went through the engine (its tokens are counted) and is exported.
   const std::string metrics = http_call(server.port(), "GET", "/metrics").body;
-  EXPECT_EQ(metric(metrics, "k25_warmup_requests"), 3);
-  EXPECT_GT(metric(metrics, "k25_warmup_duration_seconds"), 0);
-  EXPECT_GE(metric(metrics, "k25_completion_tokens_total"), 3);
+  EXPECT_EQ(metric_in(metrics, "k25_warmup_requests"), 3);
+  EXPECT_GT(metric_in(metrics, "k25_warmup_duration_seconds"), 0);
+  EXPECT_GE(metric_in(metrics, "k25_completion_tokens_total"), 3);
   EXPECT_EQ(metrics.find("endpoint=\"/v1/completions\""), std::string::npos)
       << "warm-up requests are not HTTP requests";
   std::remove(yaml.c_str());
@@ -204,16 +190,16 @@ TEST(OpsFallback, TimeoutsOpenTheCircuitFallbackAnswersAndAProbeClosesIt) {
   }
   json health = health_of(port);
   EXPECT_EQ(health["fallback"]["state"], "open") << health.dump();
-  EXPECT_EQ(metric_of(port, "flash_fallback_state"), 1);
-  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 3);
+  EXPECT_EQ(metric(port, "flash_fallback_state"), 1);
+  EXPECT_EQ(metric(port, "flash_fallback_timeouts_total"), 3);
 
   // While open, requests go straight upstream, streamed ones too (passed through as SSE).
   answers.push_back(complete(port, kShort));
   json streamed = kShort;
   streamed["stream"] = true;
   answers.push_back(complete(port, streamed));
-  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 3);
-  EXPECT_EQ(metric_of(port, "flash_fallback_requests_total"), 5);
+  EXPECT_EQ(metric(port, "flash_fallback_timeouts_total"), 3);
+  EXPECT_EQ(metric(port, "flash_fallback_requests_total"), 5);
   for (size_t i = 0; i < answers.size(); ++i) {
     EXPECT_EQ(answers[i].status, 200) << i;
     EXPECT_TRUE(answers[i].by_fallback) << i;
@@ -224,7 +210,7 @@ TEST(OpsFallback, TimeoutsOpenTheCircuitFallbackAnswersAndAProbeClosesIt) {
   blocker->close();
   blocker.reset();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (metric_of(port, "k25_requests_running") + metric_of(port, "k25_requests_waiting") > 0) {
+  while (metric(port, "k25_requests_running") + metric(port, "k25_requests_waiting") > 0) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the engine never went idle";
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -240,7 +226,7 @@ TEST(OpsFallback, TimeoutsOpenTheCircuitFallbackAnswersAndAProbeClosesIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_EQ(health_of(port)["fallback"]["state"], "closed");
-  EXPECT_EQ(metric_of(port, "flash_fallback_state"), 0);
+  EXPECT_EQ(metric(port, "flash_fallback_state"), 0);
   Answer after = complete(port, kShort);
   EXPECT_EQ(after.status, 200);
   EXPECT_FALSE(after.by_fallback);
@@ -270,8 +256,8 @@ TEST(OpsFallback, UnreachableUpstreamLeavesTheEngineToAnswer) {
     EXPECT_FALSE(a.text.empty()) << i;
   }
   EXPECT_EQ(health_of(primary.port())["fallback"]["state"], "open");
-  EXPECT_EQ(metric_of(primary.port(), "flash_fallback_upstream_errors_total"), 2);
-  EXPECT_EQ(metric_of(primary.port(), "flash_fallback_requests_total"), 0);
+  EXPECT_EQ(metric(primary.port(), "flash_fallback_upstream_errors_total"), 2);
+  EXPECT_EQ(metric(primary.port(), "flash_fallback_requests_total"), 0);
 }
 
 TEST(OpsFallback, SlowButProgressingLongPromptsKeepTheCircuitClosed) {
@@ -295,13 +281,13 @@ TEST(OpsFallback, SlowButProgressingLongPromptsKeepTheCircuitClosed) {
   EXPECT_GE(prompt_tokens, 120) << "the prompt must take more than 10 steps of 8 tokens";
   EXPECT_EQ(r.headers.count("x-k25-served-by"), 0u);
   EXPECT_EQ(health_of(port)["fallback"]["state"], "closed");
-  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 0);
+  EXPECT_EQ(metric(port, "flash_fallback_timeouts_total"), 0);
   // An engine error is a failure: the circuit opens (the upstream is unreachable, so the
   // engine's 500 goes out).
   HttpResult failed = http_call(port, "POST", "/v1/completions", kShort.dump());
   EXPECT_EQ(failed.status, 500) << failed.body;
   EXPECT_EQ(health_of(port)["fallback"]["state"], "open");
-  EXPECT_EQ(metric_of(port, "flash_fallback_timeouts_total"), 0);
+  EXPECT_EQ(metric(port, "flash_fallback_timeouts_total"), 0);
 }
 
 TEST(OpsLogs, TextFormatOneLinePerRequest) {

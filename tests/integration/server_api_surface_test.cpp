@@ -495,12 +495,8 @@ TEST(ApiSurfaceProcess, XApiKeyIsAcceptedLikeTheBearerKey) {
 // Requests running or waiting in the engine, from /metrics.
 int requests_in_engine(int port) {
   const std::string text = http_call(port, "GET", "/metrics").body;
-  int n = 0;
-  for (const std::string name : {"k25_requests_running ", "k25_requests_waiting "}) {
-    const size_t at = text.find("\n" + name);
-    if (at != std::string::npos) n += std::stoi(text.substr(at + 1 + name.size()));
-  }
-  return n;
+  return static_cast<int>(metric_in(text, "k25_requests_running") +
+                          metric_in(text, "k25_requests_waiting"));
 }
 
 // A request cancelled by the shutdown ends with the API's error, never finish_reason

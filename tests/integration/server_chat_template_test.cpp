@@ -7,6 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/gguf.h"
 #include "server_process.h"
 
 namespace k25::testing {
@@ -141,6 +142,83 @@ TEST(ChatTemplateFile, MissingOrUnparsableFileStopsTheStart) {
   EXPECT_NE(unparsable.find("error: config: model.chat_template: '" + bad + "' does not parse"),
             std::string::npos)
       << unparsable;
+}
+
+// stories260K with Hermes 2 Pro's pair of templates: its ChatML default as
+// tokenizer.chat_template and its tool_use template as tokenizer.chat_template.tool_use.
+std::string hermes_tool_use_template() {
+  return read_file(std::string(K25_SHARED_DIR) +
+                   "/chat-templates/templates/NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja");
+}
+
+std::string write_model_with_tool_use_variant() {
+  const auto stories = k25::GgufFile::open(stories_model());
+  k25::GgufWriter w;
+  for (const auto& [key, value] : stories->metadata()) w.set(key, value);
+  w.set_string("tokenizer.chat_template",
+               "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + "
+               "'<|im_end|>\n' }}{% endfor %}{% if add_generation_prompt %}"
+               "{{ '<|im_start|>assistant\n' }}{% endif %}");
+  w.set_string("tokenizer.chat_template.tool_use", hermes_tool_use_template());
+  // Room for the tool_use template's long system prompt (~800 of stories260K's tokens; its 512
+  // would refuse it). Nonsense answers either way; only the prompt is under test.
+  w.set_u32("llama.context_length", 2048);
+  for (const k25::TensorView& t : stories->tensors()) {
+    w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims),
+                 t.data, t.bytes);
+  }
+  const std::string path = ::testing::TempDir() + "/k25_stories_tool_use.gguf";
+  w.write(path);
+  return path;
+}
+
+// A request with tools renders with the model's tool_use variant, one without with the default;
+// --chat-template replaces both. The Hermes tool_use template cannot render a request without
+// tools (TypeError, 400), so the default must be the one in use there.
+TEST(ChatTemplateVariants, ToolsRequestRendersWithTheToolUseVariant) {
+  ASSERT_TRUE(std::filesystem::exists(stories_model())) << stories_model() << " is missing";
+  const std::string model = write_model_with_tool_use_variant();
+  const json no_tools = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                         {"max_tokens", 1}};
+  json with_tools = no_tools;
+  with_tools["tools"] = json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+      "description": "The weather in a city", "parameters": {"type": "object",
+      "properties": {"city": {"type": "string"}}, "required": ["city"]}}}])");
+  const auto post = [](int port, const json& body) {
+    return http_call(port, "POST", "/v1/chat/completions", body.dump());
+  };
+  const auto prompt_tokens = [](const HttpResult& r) {
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.status == 200 ? json::parse(r.body)["usage"]["prompt_tokens"].get<int>() : -1;
+  };
+  const std::vector<std::string> common = {
+      "--config", std::string(K25_SOURCE_DIR) + "/k25_config.yaml", "--threads", "1"};
+
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"--model", model});
+  ServerProcess variants(args);
+  HttpResult models = http_call(variants.port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  const json meta = json::parse(models.body)["data"][0]["meta"];
+  EXPECT_EQ(meta["chat_template"], "model");
+  EXPECT_EQ(meta["chat_template_tool_use"], true);
+  EXPECT_EQ(meta["tool_call_format"], "hermes");
+  const int default_tokens = prompt_tokens(post(variants.port(), no_tools));
+  const int tool_use_tokens = prompt_tokens(post(variants.port(), with_tools));
+
+  // The same tool_use template given as the file: the tools request gives exactly the same
+  // prompt, and without tools it is the template's TypeError (the file replaced the default).
+  args = common;
+  args.insert(args.end(),
+              {"--model", model, "--chat-template",
+               write_template("k25_hermes_tool_use.jinja", hermes_tool_use_template())});
+  ServerProcess file(args);
+  EXPECT_EQ(prompt_tokens(post(file.port(), with_tools)), tool_use_tokens);
+  const HttpResult refused = post(file.port(), no_tools);
+  EXPECT_EQ(refused.status, 400) << refused.body;
+  EXPECT_NE(refused.body.find("TypeError"), std::string::npos) << refused.body;
+  // The ChatML default ignores tools; the tool_use template lists them in a long system prompt.
+  EXPECT_GT(tool_use_tokens, default_tokens + 100);
 }
 
 }  // namespace

@@ -80,15 +80,20 @@ inline HttpResult http_call(int port, const std::string& method, const std::stri
   return out;
 }
 
-// The value of a /metrics line (labels included in `name`) of the server on `port`; -1 when
-// absent.
-inline double metric(int port, const std::string& name) {
-  std::istringstream in(http_call(port, "GET", "/metrics").body);
+// The value of the series `name` (labels written out in full: `x_total{reason="length"}`) in
+// /metrics text; -1 when absent.
+inline double metric_in(const std::string& metrics_text, const std::string& name) {
+  std::istringstream in(metrics_text);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
   }
   return -1;
+}
+
+// The same, read from the /metrics of the server on `port`.
+inline double metric(int port, const std::string& name) {
+  return metric_in(http_call(port, "GET", "/metrics").body, name);
 }
 
 // The JSON payloads of an SSE body ("data: ..." lines), "[DONE]" included as a string.

@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "model/gguf.h"
 #include "server/api_error.h"
+#include "server/tool_call_format.h"
 #include "test_paths.h"
 
 namespace k25 {
@@ -101,6 +104,94 @@ TEST(ChatTemplate, ModelWithoutTemplateGetsPlainFallback) {
   EXPECT_EQ(p.text, "system: S\nuser: U\nassistant:");
   EXPECT_EQ(p.tokens.front(), tok->bos());  // the vocabulary asks for BOS; fallbacks add it
   EXPECT_EQ(t.stop_strings(), (std::vector<std::string>{"\nuser:"}));
+}
+
+// stories260K's vocabulary with the given default template and named variants.
+std::unique_ptr<Tokenizer> with_templates(const std::string& chat_template,
+                                          std::map<std::string, std::string> named) {
+  const auto file = GgufFile::open(testing::shared_path("models/stories260K.gguf"));
+  Vocab v = Tokenizer::from_gguf(*file)->vocab();
+  v.chat_template = chat_template;
+  v.named_chat_templates = std::move(named);
+  return std::make_unique<Tokenizer>(std::move(v));
+}
+
+std::string shared_template(const std::string& name) {
+  std::ifstream in(testing::shared_path("chat-templates/templates/" + name + ".jinja"));
+  std::ostringstream s;
+  s << in.rdbuf();
+  EXPECT_FALSE(s.str().empty()) << name << " is missing";
+  return s.str();
+}
+
+const ojson kUserX = ojson::parse(R"([{"role": "user", "content": "x"}])");
+const ojson kOneTool = ojson::parse(R"([{"type": "function", "function": {"name": "f",
+    "description": "d", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+    "required": ["city"]}}}])");
+
+// As transformers does: tools (even an empty list) select the tool_use variant, no tools the
+// default; the tool-call format is read from the variant that renders tools.
+TEST(ChatTemplate, ToolsSelectTheToolUseVariant) {
+  const auto tok = with_templates("[TOOL_CALLS]D{{ messages[0].content }}",
+                                  {{"tool_use", "<tool_call>T{{ tools | length }}"}, {"rag", "R"}});
+  const ChatTemplate t(*tok);
+  EXPECT_EQ(t.kind(), "model");
+  EXPECT_TRUE(t.has_tool_use());
+  EXPECT_EQ(t.render(kUserX, ojson()).text, "[TOOL_CALLS]Dx");
+  EXPECT_EQ(t.render(kUserX, kOneTool).text, "<tool_call>T1");
+  EXPECT_EQ(t.render(kUserX, ojson::array()).text, "<tool_call>T0");
+  EXPECT_EQ(detect_tool_call_format(t.tools_source()), ToolCallFormat::Hermes);
+
+  const auto default_only = with_templates("[TOOL_CALLS]D", {{"rag", "R"}});
+  const ChatTemplate d(*default_only);
+  EXPECT_FALSE(d.has_tool_use());
+  EXPECT_EQ(d.render(kUserX, kOneTool).text, "[TOOL_CALLS]D");
+  EXPECT_EQ(detect_tool_call_format(d.tools_source()), ToolCallFormat::Mistral);
+}
+
+// --chat-template replaces every variant of the model's.
+TEST(ChatTemplate, OverrideReplacesTheVariantsToo) {
+  const auto tok = with_templates("D", {{"tool_use", "T"}});
+  const ChatTemplate t(*tok, "F{{ tools | length }}");
+  EXPECT_EQ(t.kind(), "file");
+  EXPECT_FALSE(t.has_tool_use());
+  EXPECT_EQ(t.render(kUserX, kOneTool).text, "F1");
+  EXPECT_EQ(t.tools_source(), "F{{ tools | length }}");
+}
+
+// A tool_use variant that does not parse fails only the requests it would render.
+TEST(ChatTemplate, UnparsableToolUseFailsOnlyToolRequests) {
+  const auto tok = with_templates("D", {{"tool_use", "{% if tools %}"}});
+  const ChatTemplate t(*tok);
+  EXPECT_EQ(t.kind(), "model");
+  EXPECT_EQ(t.render(kUserX, ojson()).text, "D");
+  try {
+    t.render(kUserX, kOneTool);
+    ADD_FAILURE() << "no error";
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error().status, 500);
+    EXPECT_NE(e.error().message.find("tool_use chat template does not parse"), std::string::npos)
+        << e.error().message;
+  }
+}
+
+// Hermes 2 Pro ships a ChatML default and a tool_use template that cannot render a request
+// without tools (TypeError in the reference): both kinds of request render.
+TEST(ChatTemplate, HermesToolUseVariantWithItsDefault) {
+  const auto tok = with_templates(
+      "{% for m in messages %}{{ '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+      {{"tool_use", shared_template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use")}});
+  const ChatTemplate t(*tok);
+  EXPECT_EQ(t.render(kUserX, ojson()).text,
+            "<|im_start|>user\nx<|im_end|>\n<|im_start|>assistant\n");
+  const std::string with_tools = t.render(kUserX, kOneTool).text;
+  EXPECT_NE(with_tools.find("<tools>"), std::string::npos) << with_tools;
+  EXPECT_NE(with_tools.find("\"name\": \"f\""), std::string::npos) << with_tools;
+  EXPECT_EQ(detect_tool_call_format(t.tools_source()), ToolCallFormat::Hermes);
+  const ChatTemplate alone(
+      *with_templates(shared_template("NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use"), {}));
+  EXPECT_THROW(alone.render(kUserX, ojson()), ApiException);
 }
 
 }  // namespace

@@ -52,7 +52,6 @@ model:
 flash_scheduler:
   l1_cache_size: 256
   l1_eviction_policy: fifo
-  l2_cache_shards: 16
   l3_enabled: true
   l3_device: /dev/nvme0n1
   max_batch_size: 8
@@ -67,7 +66,6 @@ api_server:
   EXPECT_EQ(c.tensor_parallel_size, 2);
   EXPECT_EQ(c.l1_cache_size, 256);
   EXPECT_EQ(c.l1_eviction_policy, "fifo");
-  EXPECT_EQ(c.l2_cache_shards, 16);
   EXPECT_TRUE(c.l3_enabled);
   EXPECT_EQ(c.l3_device, "/dev/nvme0n1");
   EXPECT_EQ(c.max_batch_size, 8);
@@ -86,7 +84,6 @@ TEST(Config, UnknownKeysAndInvalidValuesNameTheKey) {
       {"nonsense:\n  a: 1\n", "nonsense.a"},
       {"api_server:\n  port: 70000\n", "api_server.port"},
       {"api_server:\n  port: eighty\n", "api_server.port"},
-      {"flash_scheduler:\n  l2_cache_shards: 6\n", "flash_scheduler.l2_cache_shards"},
       {"flash_scheduler:\n  l1_eviction_policy: random\n", "flash_scheduler.l1_eviction_policy"},
       {"flash_scheduler:\n  l3_enabled: maybe\n", "flash_scheduler.l3_enabled"},
       {"flash_scheduler:\n  max_batch_size: 0\n", "flash_scheduler.max_batch_size"},
@@ -100,6 +97,25 @@ TEST(Config, UnknownKeysAndInvalidValuesNameTheKey) {
     std::string message = error_of([&] { apply_config_yaml(config, c.yaml, "k.yaml"); });
     EXPECT_NE(message.find(c.expected), std::string::npos) << c.yaml << " -> " << message;
   }
+}
+
+// Keys that never had an effect are refused, in the file and as flags, with a message that says
+// they were removed (not "unknown key").
+TEST(Config, RemovedKeysAreRefusedByName) {
+  for (const char* key : {"l2_cache_shards", "l2_prefetch_distance"}) {
+    ServerConfig config;
+    const std::string yaml = std::string("flash_scheduler:\n  ") + key + ": 8\n";
+    const std::string message = error_of([&] { apply_config_yaml(config, yaml, "k.yaml"); });
+    EXPECT_NE(message.find(std::string("k.yaml: config: flash_scheduler.") + key +
+                           " was removed: it had no effect"),
+              std::string::npos)
+        << message;
+  }
+  for (const char* flag : {"--l2-cache-shards", "--l2-prefetch-distance"}) {
+    const std::string message = error_of([&] { parse({flag, "8"}); });
+    EXPECT_NE(message.find(" was removed: it had no effect"), std::string::npos) << message;
+  }
+  EXPECT_EQ(parse({"--help"}).output.find("l2-cache-shards"), std::string::npos);
 }
 
 TEST(CommandLine, FlagsOverrideTheFile) {

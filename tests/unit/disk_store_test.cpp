@@ -572,7 +572,7 @@ TEST_F(DiskStoreTest, L2PagesSpillAndRestoreByteExact) {
   std::uniform_real_distribution<float> dist(-1, 1);
   const size_t block_floats = 16 * 32;
   for (int i = 0; i < 12; ++i) {
-    pages.push_back(*pool.allocate(0));
+    pages.push_back(*pool.allocate());
     for (int l = 0; l < 5; ++l)
       for (size_t j = 0; j < block_floats; ++j) {
         pool.keys(pages.back(), l)[j] = dist(rng);

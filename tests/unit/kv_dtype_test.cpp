@@ -257,7 +257,7 @@ TEST(KvDtype, F16PagesHoldHalfTheBytes) {
   EXPECT_EQ(l2_page_payload_bytes(f16), l2_page_payload_bytes(f32) / 2);
   PagePool pool(f16, 4 * PagePool::page_bytes_for(f16));
   EXPECT_EQ(pool.pages_total(), 4u);
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   EXPECT_EQ(pool.value_block(page, 0) - pool.key_block(page, 0), 16 * 256 * 2);
   size_t span_bytes = 0;
   for (const auto& span : l2_page_spans(pool, page)) span_bytes += span.size();
@@ -272,8 +272,8 @@ TEST(KvDtype, F16PagesHoldHalfTheBytes) {
 TEST(KvDtype, EveryCacheStoresF16RowsAlike) {
   constexpr int kLayers = 2, kKvDim = 24, kPositions = 40;
   ContiguousKvCache contiguous(kLayers, kKvDim, 64, KvDtype::kF16);
-  PagedKvCache paged(kLayers, kKvDim, 64, 1 << 20, 4, 1, KvDtype::kF16);
-  PagedKvCache inner(kLayers, kKvDim, 64, 1 << 20, 4, 1, KvDtype::kF16);
+  PagedKvCache paged(kLayers, kKvDim, 64, 1 << 20, 4, KvDtype::kF16);
+  PagedKvCache inner(kLayers, kKvDim, 64, 1 << 20, 4, KvDtype::kF16);
   L1WindowKvCache l1(inner, kLayers, kKvDim, 6);
   EXPECT_EQ(l1.dtype(), KvDtype::kF16);
   std::mt19937 rng(3);
@@ -322,8 +322,8 @@ void expect_same_logits_from_every_f16_cache(const std::string& model_file) {
   const ModelConfig& c = model->config();
   ThreadPool pool(2);
   auto contiguous = model->make_kv_cache(KvDtype::kF16);
-  PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 64 << 20, 4, 2, KvDtype::kF16);
-  PagedKvCache inner(c.n_layers, c.kv_dim(), c.context_length, 64 << 20, 4, 1, KvDtype::kF16);
+  PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 64 << 20, 4, KvDtype::kF16);
+  PagedKvCache inner(c.n_layers, c.kv_dim(), c.context_length, 64 << 20, 4, KvDtype::kF16);
   L1WindowKvCache l1(inner, c.n_layers, c.kv_dim(), 7);
   const std::vector<TokenId> prompt =
       model->tokenizer().encode("Once upon a time, there was a little dog named Max.", true, false);
@@ -374,7 +374,7 @@ TEST(KvDtype, F16PagesRoundTripThroughL3) {
     std::filesystem::remove_all(dir);
     FAIL() << "io_uring is not available here (" << e.what() << "): the L3 tests need it";
   }
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   const size_t block = geometry.page_tokens * geometry.row_bytes();
   std::vector<std::byte> expected;
   std::mt19937 rng(5);

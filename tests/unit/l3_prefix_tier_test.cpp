@@ -80,7 +80,7 @@ TEST_F(L3PrefixTierTest, SpilledPagesComeBackByteExactOnlyForTheirPrefix) {
   auto tier = open(pool, 16);
   ASSERT_TRUE(tier);
   const std::vector<int32_t> tokens = {5, 6, 7, 8};
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   fill(pool, page, 100);
   tier->spill({11, 10, tokens.data(), page});
   tier->spill({11, 10, tokens.data(), page});  // stored already: not written twice
@@ -105,7 +105,7 @@ TEST_F(L3PrefixTierTest, TheOldestPagesMakeRoomWhenTheCapacityIsUsedUp) {
   auto tier = open(pool, 3);
   ASSERT_TRUE(tier);
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   for (uint64_t key = 1; key <= 5; ++key) {
     fill(pool, page, static_cast<float>(key));
     tier->spill({key, 0, tokens.data(), page});
@@ -125,7 +125,7 @@ TEST_F(L3PrefixTierTest, TheOldestPagesMakeRoomWhenTheCapacityIsUsedUp) {
 TEST_F(L3PrefixTierTest, ARestoredPageIsKeptOverOlderUnusedOnesAcrossARestart) {
   PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   const auto spill = [&](L3PrefixTier& tier, uint64_t key) {
     fill(pool, page, static_cast<float>(key));
     tier.spill({key, 0, tokens.data(), page});
@@ -156,7 +156,7 @@ TEST_F(L3PrefixTierTest, APageWrittenAgainAfterAFailedRestoreIsEvictedByItsNewAg
   auto tier = open(pool, 3);
   ASSERT_TRUE(tier);
   const std::vector<int32_t> tokens = {1, 2, 3, 4}, other = {9, 9, 9, 9};
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   const auto spill = [&](uint64_t key) {
     fill(pool, page, static_cast<float>(key));
     tier->spill({key, 0, tokens.data(), page});
@@ -180,7 +180,7 @@ TEST_F(L3PrefixTierTest, APageWrittenAgainAfterAFailedRestoreIsEvictedByItsNewAg
 TEST_F(L3PrefixTierTest, PagesSurviveReopeningTheStore) {
   PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
   const std::vector<int32_t> tokens = {1, 2, 3, 4};
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   {
     auto tier = open(pool, 4);
     ASSERT_TRUE(tier);
@@ -200,7 +200,7 @@ TEST_F(L3PrefixTierTest, AChainIsRestoredUpToItsFirstBadPage) {
   ASSERT_TRUE(tier);
   const std::vector<int32_t> tokens = {1, 2, 3, 4}, other = {9, 9, 9, 9};
   std::vector<PageId> pages;
-  for (int i = 0; i < 4; ++i) pages.push_back(*pool.allocate(0));
+  for (int i = 0; i < 4; ++i) pages.push_back(*pool.allocate());
   for (uint64_t key = 1; key <= 3; ++key) {
     fill(pool, pages[0], static_cast<float>(key));
     tier->spill({key, key - 1, tokens.data(), pages[0]});

@@ -21,7 +21,7 @@ bool aligned(const float* p) {
 // Allocates every page the pool will give (in shard 0) and returns their ids.
 std::vector<PageId> allocate_all(PagePool& pool) {
   std::vector<PageId> pages;
-  while (auto page = pool.allocate(0)) pages.push_back(*page);
+  while (auto page = pool.allocate()) pages.push_back(*page);
   return pages;
 }
 
@@ -39,7 +39,7 @@ TEST(PagePool, NeverExceedsItsBudget) {
     EXPECT_EQ(pool.pages_used(), pages.size());
     EXPECT_EQ(pool.pages_total(), pages.size());
     EXPECT_EQ(pool.pages_free(), 0u);
-    EXPECT_FALSE(pool.allocate(0).has_value());
+    EXPECT_FALSE(pool.allocate().has_value());
     EXPECT_EQ(std::set<PageId>(pages.begin(), pages.end()).size(), pages.size());
   }
 }
@@ -48,9 +48,9 @@ TEST(PagePool, AllocatesSlabsOnlyAsPagesAreNeeded) {
   const PageGeometry geometry{16, 4, 256};  // 16 KiB blocks, 128 KiB pages: 16 pages per slab
   PagePool pool(geometry, size_t{40} * 128 * 1024);
   ASSERT_EQ(pool.pages_total(), 40u);
-  pool.allocate(0);
+  pool.allocate();
   EXPECT_EQ(pool.bytes_allocated(), PagePool::kSlabTargetBytes);
-  for (int i = 1; i < 17; ++i) pool.allocate(0);
+  for (int i = 1; i < 17; ++i) pool.allocate();
   EXPECT_EQ(pool.bytes_allocated(), 2 * PagePool::kSlabTargetBytes);
   allocate_all(pool);
   EXPECT_EQ(pool.bytes_allocated(), pool.budget_bytes()) << "the last slab holds the 8 left";
@@ -92,9 +92,9 @@ TEST(PagePool, FreedPagesAreReused) {
   pool.free(pages[7]);
   EXPECT_EQ(pool.pages_used(), 8u);
   EXPECT_EQ(pool.pages_free(), 2u);
-  EXPECT_EQ(pool.allocate(0), pages[7]);  // most recently freed first: still warm in cache
-  EXPECT_EQ(pool.allocate(0), pages[3]);
-  EXPECT_FALSE(pool.allocate(0).has_value());
+  EXPECT_EQ(pool.allocate(), pages[7]);  // most recently freed first: still warm in cache
+  EXPECT_EQ(pool.allocate(), pages[3]);
+  EXPECT_FALSE(pool.allocate().has_value());
   EXPECT_EQ(pool.bytes_allocated(), 10u * 512);
 }
 
@@ -115,7 +115,7 @@ TEST(PagePool, ReleasedFreePagesLeaveMemoryAndComeBackUsable) {
   // 64 positions x 256 floats = 64 KiB per block, 2 layers: 256 KiB pages (64 OS pages each).
   const PageGeometry geometry{64, 2, 256};
   PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
-  const PageId kept = *pool.allocate(0), freed = *pool.allocate(0);
+  const PageId kept = *pool.allocate(), freed = *pool.allocate();
   const size_t floats = pool.page_bytes() / sizeof(float);
   std::fill_n(pool.keys(kept, 0), floats, 1.0f);
   std::fill_n(pool.keys(freed, 0), floats, 2.0f);
@@ -129,7 +129,7 @@ TEST(PagePool, ReleasedFreePagesLeaveMemoryAndComeBackUsable) {
   EXPECT_EQ(resident_os_pages(pool, kept), whole);
   EXPECT_EQ(pool.keys(kept, 1)[5], 1.0f);
   // The released page is handed out again and holds what is written to it.
-  const PageId again = *pool.allocate(0);
+  const PageId again = *pool.allocate();
   EXPECT_EQ(again, freed);
   std::fill_n(pool.keys(again, 0), floats, 3.0f);
   EXPECT_EQ(pool.values(again, 1)[7], 3.0f);
@@ -138,7 +138,7 @@ TEST(PagePool, ReleasedFreePagesLeaveMemoryAndComeBackUsable) {
 
 TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
   PagePool pool({4, 1, 16}, 10 * 512);
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   pool.free(page);
   EXPECT_THROW(pool.free(page), Error);
   EXPECT_THROW(pool.free(page + 1), Error);  // never handed out
@@ -146,41 +146,11 @@ TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
   EXPECT_EQ(pool.pages_used(), 0u);
 }
 
-TEST(PagePool, CountsPagesPerPositionShard) {
-  PagePool pool({/*page_tokens=*/16, 1, 16}, 100 * 2048, /*n_shards=*/4);
-  EXPECT_EQ(pool.shard_of(0), 0);
-  EXPECT_EQ(pool.shard_of(15), 0);
-  EXPECT_EQ(pool.shard_of(16), 1);
-  EXPECT_EQ(pool.shard_of(63), 3);
-  EXPECT_EQ(pool.shard_of(64), 0);
-  EXPECT_EQ(pool.shard_of(16 * 4 * 1000 + 35), 2);
-
-  std::vector<PageId> pages;
-  for (int i = 0; i < 10; ++i) pages.push_back(*pool.allocate(pool.shard_of(i * 16)));
-  EXPECT_EQ(pool.shard_pages_used(0), 3u);  // pages 0, 4, 8
-  EXPECT_EQ(pool.shard_pages_used(1), 3u);  // 1, 5, 9
-  EXPECT_EQ(pool.shard_pages_used(2), 2u);
-  EXPECT_EQ(pool.shard_pages_used(3), 2u);
-  EXPECT_EQ(pool.shard_of_page(pages[6]), 2);
-  pool.free(pages[6]);
-  pool.free(pages[2]);
-  EXPECT_EQ(pool.shard_pages_used(2), 0u);
-  // A reused page takes the shard of its new position.
-  const PageId reused = *pool.allocate(3);
-  EXPECT_EQ(pool.shard_of_page(reused), 3);
-  EXPECT_EQ(pool.shard_pages_used(3), 3u);
-  EXPECT_FALSE(pool.allocate(4).has_value());
-  EXPECT_FALSE(pool.allocate(-1).has_value());
-  EXPECT_EQ(pool.pages_used(), 9u);
-}
-
 TEST(PagePool, RejectsBadShapes) {
-  EXPECT_THROW(PagePool({16, 1, 16}, 1 << 20, 3), Error);
-  EXPECT_THROW(PagePool({16, 1, 16}, 1 << 20, 0), Error);
   EXPECT_THROW(PagePool({0, 1, 16}, 1 << 20), Error);
   EXPECT_THROW(PagePool({16, 0, 16}, 1 << 20), Error);
   EXPECT_THROW(PagePool({16, 1, -2}, 1 << 20), Error);
-  EXPECT_NO_THROW(PagePool({16, 1, 16}, 1 << 20, 8));
+  EXPECT_NO_THROW(PagePool({16, 1, 16}, 1 << 20));
 }
 
 }  // namespace

@@ -164,19 +164,6 @@ TEST(PagedKvCache, CanReserveAgreesWithReserve) {
   EXPECT_EQ(kv.pages_used(), 7u);
 }
 
-TEST(PagedKvCache, PagesCarryTheShardOfTheirPositions) {
-  PagedKvCache kv(1, 4, 100, 1 << 20, /*page_tokens=*/4, /*n_shards=*/2);
-  kv.reserve(0, 20);  // pages at positions 0, 4, 8, 12, 16
-  kv.reserve(1, 5);   // positions 0, 4
-  EXPECT_EQ(kv.pool().shard_pages_used(0), 4u);
-  EXPECT_EQ(kv.pool().shard_pages_used(1), 3u);
-  EXPECT_EQ(kv.pool().shard_of_page(kv.page_table(0)[3]), 1);
-  kv.clear(0);
-  EXPECT_EQ(kv.pool().shard_pages_used(0), 1u);
-  EXPECT_EQ(kv.pool().shard_pages_used(1), 1u);
-  EXPECT_THROW(PagedKvCache(1, 4, 100, 1 << 20, 4, 6), Error);
-}
-
 // The forward pass through a PagedKvCache gives the logits it gives through a ContiguousKvCache.
 class PagedKvCacheModel : public ::testing::TestWithParam<int> {
  protected:
@@ -204,7 +191,7 @@ TEST_P(PagedKvCacheModel, LogitsEqualContiguousCache) {
     ContiguousKvCache contiguous(c.n_layers, c.kv_dim(), c.context_length);
     const std::vector<float> expected =
         testing::run_interleaved_greedy(*model, contiguous, prompts, kOneBatch, 6, nullptr);
-    PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 8 << 20, GetParam(), 4);
+    PagedKvCache paged(c.n_layers, c.kv_dim(), c.context_length, 8 << 20, GetParam());
     const std::vector<float> got =
         testing::run_interleaved_greedy(*model, paged, prompts, kOneBatch, 6, &expected);
     ASSERT_EQ(got.size(), expected.size());

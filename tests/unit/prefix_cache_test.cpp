@@ -42,7 +42,7 @@ std::vector<PageId> find(PrefixCache& cache, const std::vector<int32_t>& tokens,
 
 TEST(PagePoolRefs, RetainKeepsAPageUntilTheLastFree) {
   PagePool pool({kPageTokens, 1, 2}, PagePool::page_bytes_for({kPageTokens, 1, 2}) * 2);
-  const PageId page = *pool.allocate(0);
+  const PageId page = *pool.allocate();
   EXPECT_EQ(pool.ref_count(page), 1u);
   pool.retain(page);
   EXPECT_EQ(pool.ref_count(page), 2u);

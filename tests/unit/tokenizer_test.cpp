@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "model/gguf.h"
 #include "model/hf_tokenizer_json.h"
 #include "model/tokenizer_pretokenizer.h"
+#include "model/vocab_metadata.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -403,6 +406,87 @@ TEST(TokenizerHfJson, ReadsStringMergesAndAddedTokens) {
   EXPECT_EQ(tok->encode("<|endoftext|>", false, true), (std::vector<TokenId>{5}));
   EXPECT_EQ(tok->decode({2, 4, 3, 2, 5}, false), "ab<x> ab");
   fs::remove_all(fs::path(path).parent_path());
+}
+
+// GGUF tokenizer.chat_template.<name> keys are the named variants; set_vocab_metadata writes
+// them back, and one that is not a string is an error naming the key.
+TEST(TokenizerGguf, NamedChatTemplates) {
+  const auto stories = GgufFile::open(kShared + "/models/stories260K.gguf");
+  const fs::path dir = fs::path(testing::TempDir()) / "k25-named-templates";
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::function<void(GgufWriter&)>& extra) {
+    GgufWriter w;
+    for (const auto& [key, value] : stories->metadata()) w.set(key, value);
+    extra(w);
+    const std::string path = (dir / name).string();
+    w.write(path);
+    return path;
+  };
+  const std::string path = write("named.gguf", [](GgufWriter& w) {
+    w.set_string("tokenizer.chat_template", "D");
+    w.set_string("tokenizer.chat_template.tool_use", "T");
+    w.set_string("tokenizer.chat_template.rag", "R");
+  });
+  const auto tok = Tokenizer::from_gguf(*GgufFile::open(path));
+  EXPECT_EQ(tok->vocab().chat_template, "D");
+  const std::map<std::string, std::string> expected = {{"rag", "R"}, {"tool_use", "T"}};
+  EXPECT_EQ(tok->vocab().named_chat_templates, expected);
+
+  GgufWriter again;
+  set_vocab_metadata(again, tok->vocab());
+  const std::string again_path = (dir / "again.gguf").string();
+  again.write(again_path);
+  EXPECT_EQ(Tokenizer::from_gguf(*GgufFile::open(again_path))->vocab().named_chat_templates,
+            expected);
+
+  const std::string bad =
+      write("bad.gguf", [](GgufWriter& w) { w.set_u32("tokenizer.chat_template.tool_use", 1); });
+  try {
+    Tokenizer::from_gguf(*GgufFile::open(bad));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'tokenizer.chat_template.tool_use'"), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
+}
+
+// tokenizer_config.json's list of named templates: "default" is the template, the others are
+// kept by name (and written back as a list); without "default" the first entry is the template.
+TEST(TokenizerHfJson, NamedChatTemplateList) {
+  const std::string path = write_temp_json("named-templates", R"({
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false},
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "<|endoftext|>": 2}, "merges": []}})");
+  const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
+  std::ofstream(config) << R"({"chat_template": [
+      {"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"},
+      {"name": "rag", "template": "R"}]})";
+  const std::map<std::string, std::string> expected = {{"rag", "R"}, {"tool_use", "T"}};
+  const auto tok = Tokenizer::from_hf_json(path);
+  EXPECT_EQ(tok->vocab().chat_template, "D");
+  EXPECT_EQ(tok->vocab().named_chat_templates, expected);
+
+  const std::string copy = write_temp_json("named-templates-copy", "{}");
+  write_hf_tokenizer_json(tok->vocab(), copy);
+  const auto back = Tokenizer::from_hf_json(copy);
+  EXPECT_EQ(back->vocab().chat_template, "D");
+  EXPECT_EQ(back->vocab().named_chat_templates, expected);
+
+  std::ofstream(config) << R"({"chat_template": [{"name": "tool_use", "template": "T"}]})";
+  EXPECT_EQ(Tokenizer::from_hf_json(path)->vocab().chat_template, "T");
+
+  for (const char* bad : {R"({"chat_template": [{"name": "a", "template": "T"}, {"name": 1}]})",
+                          R"({"chat_template": 5})"}) {
+    std::ofstream(config) << bad;
+    try {
+      Tokenizer::from_hf_json(path);
+      ADD_FAILURE() << "no error for " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("chat_template"), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(fs::path(path).parent_path());
+  fs::remove_all(fs::path(copy).parent_path());
 }
 
 // The pre_tokenizer Sequences of the published tokenizer.json files map to k25's pre-tokenisers.

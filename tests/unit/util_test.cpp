@@ -1,4 +1,4 @@
-// src/util/bits.h and src/util/text_file.h.
+// src/util/bits.h, src/util/json_nesting.h and src/util/text_file.h.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -7,6 +7,7 @@
 
 #include "util/bits.h"
 #include "util/error.h"
+#include "util/json_nesting.h"
 #include "util/rate_limited_warning.h"
 #include "util/text_file.h"
 
@@ -33,6 +34,30 @@ TEST(Bits, Splitmix64IsABijectionOnASample) {
   std::set<uint64_t> seen;
   for (uint64_t i = 0; i < 4096; ++i) seen.insert(splitmix64(i));
   EXPECT_EQ(seen.size(), 4096u);
+}
+
+// The depth after each byte of `text`, as digits (or '-' below zero).
+std::string depths(std::string_view text) {
+  JsonNesting nesting;
+  std::string out;
+  for (char c : text) {
+    const int d = nesting.step(c);
+    out += d < 0 ? '-' : static_cast<char>('0' + d);
+  }
+  return out;
+}
+
+TEST(JsonNesting, CountsBracketsOutsideStrings) {
+  EXPECT_EQ(depths(R"({"a":[1,{}]})"), "111112223210");
+  // Brackets in strings do not count, an escaped quote does not end one, and an escaped
+  // backslash does not escape the quote after it.
+  EXPECT_EQ(depths(R"(["{]","[)"), "11111111");
+  EXPECT_EQ(depths(R"(["\"[",1])"), "111111110");
+  EXPECT_EQ(depths(R"(["\\",[]])"), "111111210");
+  EXPECT_EQ(depths("]"), "-");
+  JsonNesting deep;
+  for (int i = 0; i < 100; ++i) deep.step('[');
+  EXPECT_EQ(deep.depth(), 100);
 }
 
 TEST(TextFile, ReadsEveryByte) {
