@@ -952,7 +952,7 @@ void Engine::add_draft(Sequence& seq, const TaskDescriptor& task, std::vector<Ba
   const int n_tokens = static_cast<int>(seq.tokens.size());
   if (!drafting_ || seq.request.speculative == SpeculativeMode::kOff ||
       seq.request.adaptive_pruning || seq.pooler || task.length != 1 ||
-      task.start + 1 != n_tokens) {
+      task.start + 1 != n_tokens || !seq.draft_length.take_turn()) {
     return;
   }
   // Room for the tokens after this step's first one: max_tokens, and the context (the positions

@@ -37,9 +37,21 @@ void validate(const SpeculationOptions& o) {
 DraftLength::DraftLength(const SpeculationOptions& options)
     : k_(options.initial_draft), min_(options.min_draft), max_(options.max_draft) {}
 
+bool DraftLength::take_turn() {
+  if (paused_left_ == 0) return true;
+  --paused_left_;
+  return false;
+}
+
 void DraftLength::observe(int drafted, int accepted) {
   if (drafted <= 0) return;
   k_ = accepted == drafted ? std::min(max_, k_ + 1) : std::max(min_, k_ - 1);
+  if (accepted == 0) {
+    pause_ = std::min(kMaxPause, pause_ == 0 ? 1 : 2 * pause_);
+    paused_left_ = pause_;
+  } else {
+    pause_ = 0;
+  }
 }
 
 }  // namespace k25

@@ -39,15 +39,22 @@ struct SpeculationOptions {
 void validate(const SpeculationOptions& options);
 
 // k per request, from its measured acceptance: one more after a fully accepted draft, one less
-// after one with a rejection.
+// after one with a rejection. A draft of which nothing was accepted also pauses drafting for 1,
+// 2, 4, ... up to kMaxPause decode steps (doubling while they keep failing): a verify step costs
+// more than a decode step, so text the drafter cannot predict should not pay for it every step.
 class DraftLength {
  public:
+  static constexpr int kMaxPause = 16;
   explicit DraftLength(const SpeculationOptions& options);
   int next() const { return k_; }
+  // Whether this decode step drafts; counts the paused steps down.
+  bool take_turn();
   void observe(int drafted, int accepted);
 
  private:
   int k_, min_, max_;
+  int pause_ = 0;        // next pause after a failed draft (0: none yet)
+  int paused_left_ = 0;  // decode steps still without a draft
 };
 
 }  // namespace k25

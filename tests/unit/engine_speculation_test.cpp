@@ -181,9 +181,9 @@ TEST(EngineSpeculation, RejectedAndAcceptedDraftsLeaveTheTokensAndTheKvPagesAsWi
       EXPECT_LT(engine.stats().forward_calls.load(), 12u);
     } else {
       EXPECT_EQ(finished.accepted_tokens, 0);
-      // k shrinks from 4 to 1 (4 + 3 + 2 + 1 + ...) over the decode steps but the last, which
-      // has no room left for a draft.
-      EXPECT_EQ(finished.drafted_tokens, 4 + 3 + 2 + (n - 2 - 3));
+      // k shrinks from 4 to 1 while the pauses after failed drafts double (1, 2, 4, 8, 16):
+      // drafts of 4, 3, 2, 1, 1, 1 in the 49 decode steps (1 + 2 + 4 + 8 + 16 paused).
+      EXPECT_EQ(finished.drafted_tokens, 4 + 3 + 2 + 1 + 1 + 1);
       EXPECT_EQ(engine.stats().forward_calls.load(), static_cast<uint64_t>(n));
     }
     EXPECT_EQ(engine.stats().spec_drafted_tokens.load(),

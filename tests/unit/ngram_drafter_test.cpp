@@ -69,6 +69,32 @@ TEST(Speculation, DraftLengthFollowsAcceptanceWithinItsBounds) {
   EXPECT_EQ(k.next(), 1);
 }
 
+TEST(Speculation, FailedDraftsPauseDraftingForDoublingStepCounts) {
+  DraftLength k(SpeculationOptions{});
+  EXPECT_TRUE(k.take_turn());
+  const auto paused_steps = [&] {
+    int n = 0;
+    while (!k.take_turn()) ++n;
+    return n;
+  };
+  k.observe(4, 0);
+  EXPECT_EQ(paused_steps(), 1);
+  k.observe(3, 0);
+  EXPECT_EQ(paused_steps(), 2);
+  k.observe(2, 0);
+  EXPECT_EQ(paused_steps(), 4);
+  for (int i = 0; i < 6; ++i) {
+    k.observe(1, 0);
+    paused_steps();
+  }
+  k.observe(1, 0);
+  EXPECT_EQ(paused_steps(), DraftLength::kMaxPause);
+  k.observe(1, 1);  // a draft that paid: no pause, and the next failure pauses 1 step again
+  EXPECT_TRUE(k.take_turn());
+  k.observe(2, 0);
+  EXPECT_EQ(paused_steps(), 1);
+}
+
 TEST(Speculation, OptionsAreValidated) {
   SpeculationOptions o;
   EXPECT_NO_THROW(validate(o));
