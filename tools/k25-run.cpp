@@ -6,11 +6,13 @@
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "engine/batched_bench.h"
 #include "engine/embedding_batch.h"
+#include "engine/engine_generate.h"
 #include "model/generate.h"
 #include "model/gguf.h"
 #include "model/json_schema_grammar.h"
@@ -55,6 +57,7 @@ struct GenerateArgs {
   std::vector<std::string> stop;
   std::string kv_dtype = "f32";
   std::string grammar_file, json_schema_file;  // constrained decoding
+  std::string speculative;  // set: generate through the serving engine in this mode
 };
 
 int run_generate(const GenerateArgs& a, bool has_seed) {
@@ -94,7 +97,14 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
       std::fflush(stdout);
     }
   };
-  k25::GenerateResult r = k25::generate(*model, pool, prompt, options, on_text);
+  std::optional<k25::EngineGenerateResult> engine_run;
+  if (!a.speculative.empty()) {
+    const std::optional<k25::SpeculativeMode> mode = k25::parse_speculative_mode(a.speculative);
+    if (!mode) k25::fail("--speculative: expected off, ngram or auto, got '", a.speculative, "'");
+    engine_run = k25::generate_with_engine(*model, a.threads, prompt, options, *mode, on_text);
+  }
+  const k25::GenerateResult r =
+      engine_run ? engine_run->result : k25::generate(*model, pool, prompt, options, on_text);
   if (a.json_out) {
     json out = {{"prompt_tokens", prompt},
                 {"tokens", r.tokens},
@@ -105,6 +115,12 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
                 {"prefill_ms", r.prefill_ms},
                 {"decode_ms", r.decode_ms},
                 {"threads", a.threads}};
+    if (engine_run) {
+      out["speculative"] = a.speculative;
+      out["drafted_tokens"] = engine_run->drafted_tokens;
+      out["accepted_tokens"] = engine_run->accepted_tokens;
+      out["decode_forward_calls"] = engine_run->decode_forward_calls;
+    }
     std::cout << out.dump() << "\n";
   } else {
     std::printf("\n");
@@ -312,6 +328,8 @@ int main(int argc, char** argv) {
   gen->add_option("-t,--threads", g.threads)->capture_default_str();
   gen->add_flag("--json", g.json_out, "print one JSON object");
   gen->add_flag("--ignore-eos", g.ignore_eos, "do not stop at end-of-generation tokens");
+  gen->add_option("--speculative", g.speculative,
+                  "run through the serving engine with speculative decoding off, ngram or auto");
   gen->add_option("--kv-cache-dtype", g.kv_dtype, kKvDtypeHelp)->capture_default_str();
   auto* grammar_opt =
       gen->add_option("--grammar", g.grammar_file, "constrain the output to a GBNF grammar file");

@@ -162,6 +162,7 @@ int run(const k25::ServerConfig& config) {
       options.debug_fault = config.debug_fault;
       options.prefix_cache = config.prefix_cache;
       options.l1_window = config.l1_cache_size;
+      options.speculation.max_batch = config.speculative_max_batch;
       if (config.l3_enabled) {
         if (config.l3_device.empty())
           k25::fail("config: l3_enabled needs flash_scheduler.l3_device");

@@ -27,7 +27,8 @@ const char* finish_reason_name(FinishReason reason) {
 }
 
 struct Engine::Sequence {
-  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab, int dim)
+  Sequence(RequestId id_, GenerationRequest request_, EventCallback on_event_, int n_vocab, int dim,
+           const SpeculationOptions& speculation)
       : id(id_),
         request(std::move(request_)),
         on_event(std::move(on_event_)),
@@ -35,7 +36,8 @@ struct Engine::Sequence {
         stop_matcher(request.stop),
         tokens(request.prompt),
         submitted(Clock::now()),
-        queued_since(submitted) {
+        queued_since(submitted),
+        draft_length(speculation) {
     if (request.embedding) pooler.emplace(*request.embedding, dim);
   }
 
@@ -94,6 +96,12 @@ struct Engine::Sequence {
   std::shared_ptr<const ComputePlan> current_plan = request.plan;  // Level 3 may change it
   AdaptiveState adaptive;
 
+  // Speculative decoding: k of the next draft, this step's draft and the counts so far.
+  DraftLength draft_length;
+  std::vector<TokenId> draft;
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
+
   // The compute plan (R-PR1), or null for the whole model (a full plan counts as none).
   const ComputePlan* plan() const {
     return current_plan && !current_plan->is_full() ? current_plan.get() : nullptr;
@@ -129,7 +137,10 @@ Engine::Engine(Model& model, EngineOptions options)
       context_size_(resolve_context(model, options)),
       scheduler_(scheduler_options(options, model.config())),
       pruner_(model.config(), AdaptiveOptions{}),
+      drafter_(options.speculation.drafter ? options.speculation.drafter
+                                           : std::make_shared<NgramDrafter>()),
       fault_(parse_step_fault(options.debug_fault)) {
+  validate(options_.speculation);
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
   if (context_size_ < 2) fail("engine: context size ", context_size_, " is too small");
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
@@ -294,7 +305,7 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   std::unique_ptr<Sequence> seq;
   try {
     seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab,
-                                     model_.config().dim);
+                                     model_.config().dim, options_.speculation);
     if (seq->request.grammar) {
       std::vector<TokenId> end_tokens = seq->request.stop_tokens;
       if (!seq->request.ignore_eos) {
@@ -786,6 +797,7 @@ void Engine::step() {
   }
 
   fault_.at_step(++n_steps_);
+  plan_drafts(decision, live);
   const Clock::time_point step_start = Clock::now();
   int n_tokens = 0, n_sequences = 0;
   double positions = 0;  // the sum of the tokens' context positions (attention's share)
@@ -857,6 +869,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
       if (token.want_logits) wanting_logits.push_back(seq);
       if (token.want_hidden) wanting_hidden.push_back({seq, pos});
     }
+    if (!plan) add_draft(*seq, task, batch, wanting_logits);
     in_batch.push_back({seq, task.length});
   }
   if (batch.empty()) return;
@@ -884,12 +897,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   const Clock::time_point served = Clock::now();
   for (auto& [seq, n] : in_batch) {
     seq->last_served = served;
-    if (!plan && seq->full_model_computed == seq->n_computed) seq->full_model_computed += n;
-    const int recomputed = std::min(seq->n_computed + n, seq->max_computed) - seq->n_computed;
-    if (recomputed > 0) stats_.recomputed_tokens += recomputed;
-    seq->n_computed += n;
-    seq->max_computed = std::max(seq->max_computed, seq->n_computed);
-    if (seq->request.progress) seq->request.progress->fetch_add(n, std::memory_order_relaxed);
+    count_computed(*seq, n, !plan);
   }
   const size_t dim = model_.config().dim;
   for (size_t row = 0; row < wanting_hidden.size(); ++row) {
@@ -903,8 +911,10 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   }
   for (size_t row = 0; row < wanting_logits.size(); ++row) {
     Sequence& seq = *wanting_logits[row];
+    const size_t first_row = row;
+    row += seq.draft.size();  // the draft's rows follow the sequence's first one
     try {
-      on_logits(seq, logits_.data() + row * static_cast<size_t>(n_vocab));
+      sample_rows(seq, logits_.data() + first_row * static_cast<size_t>(n_vocab));
     } catch (const std::exception& e) {
       // E.g. the sampler refusing NaN logits: this request fails, the engine goes on.
       finish(seq, FinishReason::Error, e.what());
@@ -918,6 +928,87 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
       ++stats_.adaptive_updates;
     }
   }
+}
+
+void Engine::plan_drafts(const StepDecision& decision, const std::vector<Sequence*>& live) {
+  // Drafts take only free pages that none of the step's tasks needs (never cached ones), so
+  // drafting never fails a task's reserve nor evicts the prefix cache.
+  long needed = 0;
+  int n_decoding = 0;
+  for (const TaskDescriptor& t : decision.tasks) {
+    const Sequence& seq = *live[t.seq];
+    n_decoding += t.length == 1 && t.start + 1 == static_cast<int>(seq.tokens.size()) ? 1 : 0;
+    needed += std::max(0L, kv_->pages_missing(seq.kv_id, t.start + t.length));
+  }
+  drafting_ = n_decoding <= options_.speculation.max_batch;
+  draft_pages_ = std::max(0L, static_cast<long>(kv_->pool().pages_free()) - needed);
+}
+
+void Engine::add_draft(Sequence& seq, const TaskDescriptor& task, std::vector<BatchToken>& batch,
+                       std::vector<Sequence*>& wanting_logits) {
+  seq.draft.clear();
+  const int n_tokens = static_cast<int>(seq.tokens.size());
+  if (!drafting_ || seq.request.speculative == SpeculativeMode::kOff ||
+      seq.request.adaptive_pruning || seq.pooler || task.length != 1 ||
+      task.start + 1 != n_tokens || !seq.draft_length.take_turn()) {
+    return;
+  }
+  // Room for the tokens after this step's first one: max_tokens, and the context (the positions
+  // computed end two before it: a sequence that fills it ends without computing its last token).
+  const int page_tokens = options_.kv_page_tokens;
+  const long in_pages =
+      (static_cast<long>(kv_->page_table(seq.kv_id).size()) + draft_pages_) * page_tokens;
+  const long k =
+      std::min<long>({seq.draft_length.next(), seq.request.max_tokens - seq.n_generated - 1,
+                      context_size_ - 1 - n_tokens, in_pages - n_tokens});
+  if (k <= 0) return;
+  std::vector<TokenId> draft = drafter_->draft(seq.tokens, static_cast<int>(k));
+  if (draft.size() > static_cast<size_t>(k)) draft.resize(static_cast<size_t>(k));
+  if (draft.empty()) return;
+  const int n_positions = n_tokens + static_cast<int>(draft.size());
+  const long pages = kv_->pages_missing(seq.kv_id, n_positions);
+  try {
+    kv_->reserve(seq.kv_id, n_positions);
+  } catch (const Error&) {
+    return;  // not expected (the pages are free); the step decodes one token instead
+  }
+  draft_pages_ -= pages;
+  for (size_t i = 0; i < draft.size(); ++i) {
+    batch.push_back({draft[i], n_tokens + static_cast<int>(i), seq.kv_id, true});
+    wanting_logits.push_back(&seq);
+  }
+  seq.drafted_tokens += static_cast<int>(draft.size());
+  stats_.spec_drafted_tokens += draft.size();
+  seq.draft = std::move(draft);
+}
+
+void Engine::sample_rows(Sequence& seq, float* logits) {
+  const size_t n_vocab = static_cast<size_t>(model_.config().n_vocab);
+  on_logits(seq, logits);
+  if (seq.draft.empty()) return;
+  size_t accepted = 0;
+  while (accepted < seq.draft.size() && !seq.finished && seq.tokens.back() == seq.draft[accepted]) {
+    // The draft token is the sequence's next token: its KV row is kept and its logits row gives
+    // the token after it.
+    ++accepted;
+    ++seq.accepted_tokens;  // before on_logits, whose token may finish the request
+    ++stats_.spec_accepted_tokens;
+    count_computed(seq, 1, true);
+    on_logits(seq, logits + accepted * n_vocab);
+  }
+  seq.draft_length.observe(static_cast<int>(seq.draft.size()), static_cast<int>(accepted));
+  // The rejected rows' positions lie past n_computed, so the next steps overwrite them before
+  // anything reads them; pages that hold only such positions go back to the pool now.
+  kv_->truncate(seq.kv_id, seq.n_computed);
+}
+
+void Engine::count_computed(Sequence& seq, int n, bool full_model) {
+  if (full_model && seq.full_model_computed == seq.n_computed) seq.full_model_computed += n;
+  const int recomputed = std::min(seq.n_computed + n, seq.max_computed) - seq.n_computed;
+  if (recomputed > 0) stats_.recomputed_tokens += recomputed;
+  seq.n_computed += n;
+  seq.max_computed = std::max(seq.max_computed, seq.n_computed);
+  if (seq.request.progress) seq.request.progress->fetch_add(n, std::memory_order_relaxed);
 }
 
 void Engine::on_logits(Sequence& seq, float* logits) {
@@ -1007,6 +1098,8 @@ void Engine::finish(Sequence& seq, FinishReason reason, std::string error) {
   event.total_ms = ms_between(seq.submitted, Clock::now());
   event.adaptive_decisions = seq.adaptive.decisions;
   if (seq.plan() != nullptr) event.final_plan = seq.current_plan;
+  event.drafted_tokens = seq.drafted_tokens;
+  event.accepted_tokens = seq.accepted_tokens;
   if (seq.pooler && reason == FinishReason::Stop) event.embedding = seq.pooler->result();
   ++stats_.requests_finished[static_cast<int>(reason)];
   stats_.request_seconds.observe(event.total_ms / 1000.0);

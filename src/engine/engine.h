@@ -84,6 +84,8 @@ struct EngineOptions {
   // (engine/step_budget_calibrator.h) so a step takes about this long on this machine; the two
   // values above are then only the starting point. 0: they are used as given.
   double target_step_ms = 0;
+  // Speculative decoding (engine/speculation.h), for the requests that ask for it.
+  SpeculationOptions speculation;
 };
 
 enum class SubmitStatus { Accepted, QueueFull, ShuttingDown, Invalid };
@@ -136,6 +138,17 @@ class Engine {
   void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
                  const ComputePlan* plan);
   void on_logits(Sequence& seq, float* logits);
+  // Adds the positions a forward call computed for `seq` (`full_model`: without a plan).
+  void count_computed(Sequence& seq, int n, bool full_model);
+  // Speculative decoding (engine/speculation.h). Before a step's forward calls: whether it
+  // drafts, and the free KV pages its drafts may take (none that its tasks need).
+  void plan_drafts(const StepDecision& decision, const std::vector<Sequence*>& live);
+  // Appends a draft after a decoding sequence's last token to the batch, one logits row each.
+  void add_draft(Sequence& seq, const TaskDescriptor& task, std::vector<BatchToken>& batch,
+                 std::vector<Sequence*>& wanting_logits);
+  // Samples from the sequence's logits rows (1 + its draft) while the draft holds, then rolls
+  // the KV of the rejected draft rows back.
+  void sample_rows(Sequence& seq, float* logits);
   void finish(Sequence& seq, FinishReason reason, std::string error = {});
   // The exception barrier. An exception of one request's part of a step fails that request
   // (its KV is released, never cached: it may be half-written); one that belongs to no request
@@ -192,6 +205,7 @@ class Engine {
   ElasticScheduler scheduler_;
   std::optional<StepBudgetCalibrator> calibrator_;  // set when target_step_ms > 0
   AdaptivePruner pruner_;
+  std::shared_ptr<const Drafter> drafter_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<L1WindowKvCache> l1_;  // null when off; after kv_ (it writes through to it)
@@ -217,7 +231,9 @@ class Engine {
   std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   Clock::time_point next_idle_spill_{};
   StepFaultInjector fault_;
-  uint64_t n_steps_ = 0;  // steps that ran a forward call
+  uint64_t n_steps_ = 0;   // steps that ran a forward call
+  bool drafting_ = false;  // this step drafts (plan_drafts)
+  long draft_pages_ = 0;   // free KV pages this step's drafts may still take
   std::thread thread_;
 };
 

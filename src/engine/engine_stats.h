@@ -56,6 +56,9 @@ struct EngineStats {
   // on); one request's own are counted as its Error finish only.
   std::atomic<uint64_t> step_failures{0};
   std::atomic<uint64_t> adaptive_updates{0};  // Level 3 plan decisions
+  // Speculative decoding: draft tokens verified, and of those the ones kept (engine/speculation.h).
+  std::atomic<uint64_t> spec_drafted_tokens{0};
+  std::atomic<uint64_t> spec_accepted_tokens{0};
   // Prefix reuse (R-KV4, docs/kv-cache.md).
   std::atomic<uint64_t> cached_prompt_tokens{0};     // prompt tokens taken from the prefix cache
   std::atomic<uint64_t> session_requests{0};         // admitted requests carrying a session id

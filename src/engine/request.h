@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/speculation.h"
 #include "model/compute_plan.h"
 #include "model/grammar.h"
 #include "model/pooling.h"
@@ -53,6 +54,9 @@ struct GenerationRequest {
   // server/first_token_watch.h): the engine adds the positions it computes for the request after
   // every forward call. Shared by the copies of a request (e.g. its n choices).
   std::shared_ptr<std::atomic<int64_t>> progress;
+  // Issue 16: speculative decoding (engine/speculation.h). Only a request without a compute
+  // plan or adaptive pruning drafts; its tokens are the same either way.
+  SpeculativeMode speculative = SpeculativeMode::kOff;
 };
 
 struct GenerationEvent {
@@ -81,6 +85,9 @@ struct GenerationEvent {
   // (null: the whole model), which may differ from the admission plan.
   int adaptive_decisions = 0;
   std::shared_ptr<const ComputePlan> final_plan;
+  // Speculative decoding: draft tokens the full model verified, and of those the ones it kept.
+  int drafted_tokens = 0;
+  int accepted_tokens = 0;
   // Finished (Stop) of an embedding request: the vector, model dim floats of unit length.
   std::vector<float> embedding;
 };

@@ -1,5 +1,6 @@
 #include "kv/paged_kv_cache.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "util/error.h"
@@ -85,6 +86,17 @@ void PagedKvCache::clear(int seq) {
   for (PageId page : tables_[seq]) pool_.free(page);
   tables_[seq].clear();
   tables_[seq].shrink_to_fit();
+}
+
+void PagedKvCache::truncate(int seq, int n_positions) {
+  if (seq < 0 || static_cast<size_t>(seq) >= tables_.size()) return;
+  const size_t keep = (static_cast<size_t>(std::max(0, n_positions)) + page_tokens_ - 1) /
+                      static_cast<size_t>(page_tokens_);
+  std::vector<PageId>& table = tables_[seq];
+  while (table.size() > keep) {
+    pool_.free(table.back());
+    table.pop_back();
+  }
 }
 
 const std::vector<PageId>& PagedKvCache::page_table(int seq) const {

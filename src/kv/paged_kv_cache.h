@@ -44,6 +44,11 @@ class PagedKvCache final : public KvCache {
   // `seq`, adding a reference to each. `seq` must hold no page yet; throws k25::Error otherwise
   // or when the pages hold more positions than the context.
   void adopt(int seq, const std::vector<PageId>& pages);
+  // Gives back the pages of `seq` past those that positions [0, n_positions) need (a rolled
+  // back speculative draft); a no-op when it holds no more.
+  void truncate(int seq, int n_positions);
+  // Pages `seq` still needs to hold n_positions, or -1 when the request is invalid.
+  long pages_missing(int seq, int n_positions) const;
   // Pages reserve() may still take: free ones plus what the reclaimer can give back.
   size_t pages_available() const;
   // The holder of idle pages to reclaim from when the pool is short (null: none). Not owned.
@@ -58,8 +63,6 @@ class PagedKvCache final : public KvCache {
   PagePool& pool() { return pool_; }
 
  private:
-  // Pages `seq` still needs to hold n_positions, or -1 when the request is invalid.
-  long pages_missing(int seq, int n_positions) const;
   // Row `pos` of `layer` (K or V) and the positions left in its page.
   std::byte* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
 

@@ -2,6 +2,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/speculative_field.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -134,6 +135,7 @@ ParsedRequest parse_messages_body(std::string_view text, const RequestDefaults& 
   p.top_k = static_cast<int>(get_int(body, "top_k", p.top_k, 0, 1'000'000));
   out.stop = get_stop_sequences(body, defaults.max_stop_strings);
   out.stream = get_bool(body, "stream", false);
+  out.speculative = get_speculative(body);
   if (const json* metadata = field(body, "metadata")) {
     if (!metadata->is_object()) wrong_type("metadata", "an object");
     out.session_id = get_string(*metadata, "user_id", "");

@@ -58,6 +58,8 @@ void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
   o.total_ms = finished.total_ms;
   o.adaptive_decisions = finished.adaptive_decisions;
   o.final_plan = finished.final_plan;
+  o.drafted_tokens = finished.drafted_tokens;
+  o.accepted_tokens = finished.accepted_tokens;
 }
 
 // `total`: the usage of every choice (summed_usage); the finish reason and TTFT of choice 0.
@@ -229,6 +231,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   const FlashResult flash = flash_->plan(fingerprint_input, parsed.pruning_off);
   request.plan = flash.decision.plan;
   request.adaptive_pruning = config_.adaptive_pruning && flash.decision.level > 0;
+  request.speculative = parsed.speculative.value_or(
+      parse_speculative_mode(config_.speculative).value_or(SpeculativeMode::kOff));
   log.domain = flash.fingerprint.domain;
   log.flash_level = flash.decision.level;
   const uint64_t response_id = next_response_id_++;

@@ -49,9 +49,13 @@ struct ServerConfig {
   int max_batch_size = 24;
   int batch_timeout_ms = 10;
   // gated pruning (R-PR3, docs/flash.md)
-  std::string flash_metadata;         // k25_metadata dir; "" = <model.path>/k25_metadata if there
-  bool pruning = true;                // false: every request runs the full model
-  bool adaptive_pruning = true;       // Level 3 (--disable-adaptive-pruning)
+  std::string flash_metadata;    // k25_metadata dir; "" = <model.path>/k25_metadata if there
+  bool pruning = true;           // false: every request runs the full model
+  bool adaptive_pruning = true;  // Level 3 (--disable-adaptive-pruning)
+  // Speculative decoding (engine/speculation.h): a request's default "speculative" mode (off,
+  // ngram, auto), and the decode batch above which steps draft nothing.
+  std::string speculative = "off";
+  int speculative_max_batch = 4;
   std::string rule_pruning = "auto";  // Level 1: auto (on with calibrated metadata), on, off
   int rule_max_prompt_tokens = 512;
   int rule_max_response_tokens = 128;

@@ -110,6 +110,12 @@ std::string render_engine_metrics(const EngineStats& e) {
   header(out, "flash_adaptive_plan_updates_total", "counter",
          "Level 3 decisions (every 32 decode tokens of an adaptively pruned request).");
   out << "flash_adaptive_plan_updates_total " << e.adaptive_updates.load() << '\n';
+  header(out, "flash_spec_drafted_tokens_total", "counter",
+         "Speculative draft tokens the full model verified.");
+  out << "flash_spec_drafted_tokens_total " << e.spec_drafted_tokens.load() << '\n';
+  header(out, "flash_spec_accepted_tokens_total", "counter",
+         "Speculative draft tokens the full model kept (its own greedy or sampled choice).");
+  out << "flash_spec_accepted_tokens_total " << e.spec_accepted_tokens.load() << '\n';
   const uint64_t prompt_tokens = e.prompt_tokens.load();
   header(out, "flash_l2_cache_hit_rate", "gauge",
          "Prompt tokens whose KV came from the L2 prefix cache, over all prompt tokens admitted "

@@ -8,6 +8,7 @@
 #include "server/chat_messages.h"
 #include "server/grammar_request.h"
 #include "server/json_fields.h"
+#include "server/speculative_field.h"
 #include "util/error.h"
 #include "util/json_nesting.h"
 
@@ -213,6 +214,7 @@ ParsedRequest parse_request_body(ApiFlavor flavor, std::string_view text,
                       "pruning", "invalid_value");
   }
   out.pruning_off = pruning == "off";
+  out.speculative = get_speculative(body);
   out.ignore_eos = get_bool(body, "ignore_eos", false);
   out.grammar = parse_grammar_fields(flavor, body, text);
   if (const json* options = field(body, "stream_options")) {

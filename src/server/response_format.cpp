@@ -89,7 +89,9 @@ json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
               {"skipped_heads", heads},
               {"plan", ctx.plan ? ctx.plan->describe() : "full"},
               {"compute_saved", ctx.compute_saved},
-              {"priority", sla_priority(ctx.hints.sla)}};
+              {"priority", sla_priority(ctx.hints.sla)},
+              {"drafted_tokens", o.drafted_tokens},
+              {"accepted_tokens", o.accepted_tokens}};
   // The fields above describe the admission plan (Levels 1-2); Level 3 may have changed it
   // every 32 decode tokens.
   if (o.adaptive_decisions > 0) {

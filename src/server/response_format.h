@@ -57,6 +57,7 @@ struct GenerationOutcome {
   double total_ms = 0;
   int adaptive_decisions = 0;                     // Level 3 decisions during decode
   std::shared_ptr<const ComputePlan> final_plan;  // the plan at the end (null: full model)
+  int drafted_tokens = 0, accepted_tokens = 0;    // speculative decoding (engine/speculation.h)
   // Chat with tools offered: the text split into content and calls (ids assigned).
   std::optional<ToolCallParse> tools;
 };

@@ -108,6 +108,25 @@ void expect_clean_failure(const Output& o, const std::string& needle) {
   EXPECT_NE(o.err.find(needle), std::string::npos) << o.err;
 }
 
+TEST_F(K25Run, SpeculativeGenerateRunsTheEngineAndGivesTheSameTokens) {
+  const std::string args = "generate -m " + model("stories260K.gguf") +
+                           " -p 'Once upon a time' -n 64 --temp 0 -t 1 --ignore-eos --json";
+  Output direct = run(args), off = run(args + " --speculative off"),
+         ngram = run(args + " --speculative ngram");
+  ASSERT_EQ(ngram.status, 0) << ngram.err;
+  const json d = json::parse(direct.out), o = json::parse(off.out), n = json::parse(ngram.out);
+  EXPECT_EQ(n["tokens"], d["tokens"]);
+  EXPECT_EQ(o["tokens"], d["tokens"]);
+  EXPECT_EQ(o["drafted_tokens"], 0);
+  EXPECT_EQ(o["decode_forward_calls"], 63);  // one token per decode step
+  EXPECT_GT(n["drafted_tokens"].get<int>(), 0);
+  EXPECT_GT(n["accepted_tokens"].get<int>(), 0);
+  // Every accepted draft token saved a forward call.
+  EXPECT_EQ(n["decode_forward_calls"].get<int>(), 63 - n["accepted_tokens"].get<int>());
+  EXPECT_FALSE(d.contains("drafted_tokens"));
+  expect_clean_failure(run(args + " --speculative self"), "--speculative");
+}
+
 TEST_F(K25Run, BadModelFilesFailWithOneClearLine) {
   std::ifstream in(model("stories260K.gguf"), std::ios::binary);
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -119,6 +119,25 @@ TEST(PagedKvCache, ClearReturnsPagesAtOnce) {
   expect_rows(kv, 0, 1, 5, kv_dim);
 }
 
+TEST(PagedKvCache, TruncateGivesBackOnlyThePagesPastTheKeptPositions) {
+  const int kv_dim = 8;
+  PagedKvCache kv(1, kv_dim, 64, 1 << 20, 4);
+  kv.reserve(0, 14);  // 4 pages
+  for (int pos = 0; pos < 14; ++pos) write_row(kv, 0, 0, pos, kv_dim);
+  EXPECT_EQ(kv.pages_missing(0, 20), 1);
+  kv.truncate(0, 6);  // positions 0..5: 2 pages
+  EXPECT_EQ(kv.pages_used(), 2u);
+  EXPECT_EQ(kv.page_table(0).size(), 2u);
+  expect_rows(kv, 0, 1, 6, kv_dim);  // the kept rows are untouched
+  kv.truncate(0, 8);                 // holds no more than 8 need: a no-op
+  EXPECT_EQ(kv.pages_used(), 2u);
+  kv.truncate(0, 0);
+  EXPECT_EQ(kv.pages_used(), 0u);
+  kv.truncate(3, 0);  // unknown sequences are a no-op
+  kv.truncate(-1, 0);
+  EXPECT_EQ(kv.pages_missing(-1, 4), -1);
+}
+
 TEST(PagedKvCache, ReserveBeyondTheBudgetThrowsAndChangesNothing) {
   PagedKvCache probe(2, 8, 1000, 1 << 20, 4);
   const size_t page_bytes = probe.pool().page_bytes();

@@ -1,0 +1,25 @@
+#include "server/speculative_field.h"
+
+#include "server/api_error.h"
+#include "server/json_fields.h"
+#include "util/error.h"
+
+namespace k25 {
+
+std::optional<SpeculativeMode> get_speculative(const nlohmann::json& body) {
+  if (!field(body, "speculative")) return std::nullopt;
+  const std::string text = get_string(body, "speculative", "");
+  if (text == "self") {
+    throw_bad_request("speculative: \"self\" (drafts from the pruned plan) is not implemented yet",
+                      "speculative", "invalid_value");
+  }
+  const std::optional<SpeculativeMode> mode = parse_speculative_mode(text);
+  if (!mode) {
+    throw_bad_request(
+        concat("speculative: expected \"off\", \"ngram\" or \"auto\", got '", text, "'"),
+        "speculative", "invalid_value");
+  }
+  return mode;
+}
+
+}  // namespace k25

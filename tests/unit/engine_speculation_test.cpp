@@ -1,0 +1,282 @@
+// Speculative decoding in the engine (engine/speculation.h) on the real stories260K models: a
+// request with speculation gets exactly the tokens it gets without, alone and beside others;
+// rejected drafts are rolled back and no KV page leaks, also under KV memory pressure with the
+// prefix cache on.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "engine/engine.h"
+#include "kv/page_pool.h"
+#include "test_paths.h"
+#include "token_collector.h"
+
+namespace k25 {
+namespace {
+
+using Tokens = std::vector<TokenId>;
+
+struct ReferenceCase {
+  std::string model;
+  Tokens prompt;
+  int n_predict = 0;
+};
+
+// The greedy cases of ../shared/reference/greedy-stories260K.jsonl (6 prompts x 3 model files).
+std::vector<ReferenceCase> reference_cases() {
+  std::ifstream in(testing::shared_path("reference/greedy-stories260K.jsonl"));
+  std::vector<ReferenceCase> cases;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json j = nlohmann::json::parse(line);
+    cases.push_back({j.at("model"), j.at("prompt_ids").get<Tokens>(), j.at("n_predict")});
+  }
+  return cases;
+}
+
+GenerationRequest greedy(const Tokens& prompt, int max_tokens, SpeculativeMode mode) {
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  r.ignore_eos = true;
+  r.speculative = mode;
+  return r;
+}
+
+void wait_until_idle(const Engine& engine) {
+  while (engine.n_active() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Runs the requests at once on a fresh engine; their tokens and Finished events, in order.
+struct Outcome {
+  std::vector<Tokens> tokens;
+  std::vector<GenerationEvent> finished;
+};
+Outcome run_together(Model& model, const EngineOptions& options,
+                     const std::vector<GenerationRequest>& requests) {
+  Engine engine(model, options);
+  std::vector<TokenCollector> collectors(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    EXPECT_EQ(engine.submit(requests[i], collectors[i].callback()).status, SubmitStatus::Accepted);
+  }
+  Outcome out;
+  for (auto& c : collectors) {
+    out.tokens.push_back(c.wait());
+    out.finished.push_back(c.finished());
+  }
+  wait_until_idle(engine);
+  // No page leaked: what is still in use is the prefix cache's.
+  EXPECT_EQ(engine.stats().kv_pages_used.load(), engine.stats().prefix_cache_pages.load());
+  return out;
+}
+
+Tokens run_alone(Model& model, const EngineOptions& options, const GenerationRequest& request,
+                 GenerationEvent* finished = nullptr) {
+  Outcome out = run_together(model, options, {request});
+  if (finished) *finished = out.finished[0];
+  return out.tokens[0];
+}
+
+EngineOptions small_options() {
+  EngineOptions o;
+  o.n_threads = 2;
+  o.kv_page_tokens = 4;  // drafts cross page boundaries often
+  return o;
+}
+
+std::unique_ptr<Model> load(const std::string& file) {
+  return Model::load(testing::shared_path("models/" + file));
+}
+
+TEST(EngineSpeculation, NgramGreedyTokensEqualTheTokensWithoutSpeculationOnEveryReferenceCase) {
+  K25_REQUIRE_SHARED();
+  const std::vector<ReferenceCase> cases = reference_cases();
+  ASSERT_EQ(cases.size(), 18u);
+  int drafted = 0, accepted = 0;
+  for (const std::string file :
+       {"stories260K.gguf", "stories260K-q8_0.gguf", "stories260K-q4_0.gguf"}) {
+    auto model = load(file);
+    std::vector<GenerationRequest> off, ngram;
+    for (const ReferenceCase& c : cases) {
+      if (c.model != file) continue;
+      off.push_back(greedy(c.prompt, c.n_predict, SpeculativeMode::kOff));
+      ngram.push_back(greedy(c.prompt, c.n_predict, SpeculativeMode::kNgram));
+    }
+    ASSERT_EQ(off.size(), 6u);
+    std::vector<Tokens> expected;
+    for (size_t i = 0; i < off.size(); ++i) {
+      expected.push_back(run_alone(*model, small_options(), off[i]));
+      GenerationEvent finished;
+      EXPECT_EQ(run_alone(*model, small_options(), ngram[i], &finished), expected[i])
+          << file << " case " << i;
+      drafted += finished.drafted_tokens;
+      accepted += finished.accepted_tokens;
+    }
+    // All 6 at once, speculating (max_batch 8) and with the default step-aside threshold (4).
+    for (int max_batch : {8, 4}) {
+      EngineOptions o = small_options();
+      o.speculation.max_batch = max_batch;
+      const Outcome together = run_together(*model, o, ngram);
+      int together_drafted = 0;
+      for (size_t i = 0; i < off.size(); ++i) {
+        EXPECT_EQ(together.tokens[i], expected[i]) << file << " case " << i << " of 6 at once";
+        together_drafted += together.finished[i].drafted_tokens;
+      }
+      if (max_batch == 8) {
+        EXPECT_GT(together_drafted, 0) << file;
+      }
+    }
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_GT(accepted, 0);  // the stories repeat themselves: some drafts were right
+}
+
+// Drafts from a known continuation: right ones (the next tokens) or wrong ones (each off by one).
+class KnownContinuationDrafter final : public Drafter {
+ public:
+  KnownContinuationDrafter(Tokens text, bool right, int n_vocab)
+      : text_(std::move(text)), right_(right), n_vocab_(n_vocab) {}
+  Tokens draft(const Tokens& text, int k) const override {
+    Tokens out;
+    for (size_t i = text.size(); i < text_.size() && out.size() < static_cast<size_t>(k); ++i) {
+      out.push_back(right_ ? text_[i] : (text_[i] + 1) % n_vocab_);
+    }
+    return out;
+  }
+
+ private:
+  Tokens text_;
+  bool right_;
+  int n_vocab_;
+};
+
+TEST(EngineSpeculation, RejectedAndAcceptedDraftsLeaveTheTokensAndTheKvPagesAsWithout) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const Tokens prompt = model->tokenizer().encode("Once upon a time, a little bird", true, false);
+  const int n = 50;
+  Tokens text = prompt;
+  const Tokens expected =
+      run_alone(*model, small_options(), greedy(prompt, n, SpeculativeMode::kOff));
+  text.insert(text.end(), expected.begin(), expected.end());
+  for (bool right : {false, true}) {
+    EngineOptions o = small_options();
+    o.speculation.drafter =
+        std::make_shared<KnownContinuationDrafter>(text, right, model->config().n_vocab);
+    Engine engine(*model, o);
+    TokenCollector t;
+    ASSERT_EQ(engine.submit(greedy(prompt, n, SpeculativeMode::kNgram), t.callback()).status,
+              SubmitStatus::Accepted);
+    EXPECT_EQ(t.wait(), expected) << (right ? "right" : "wrong") << " drafts";
+    const GenerationEvent finished = t.finished();
+    EXPECT_EQ(finished.completion_tokens, n);
+    EXPECT_GT(finished.drafted_tokens, 0);
+    if (right) {
+      EXPECT_EQ(finished.accepted_tokens, finished.drafted_tokens);
+      // The prompt's forward, then steps of k+1 tokens with k growing from 4 to 8.
+      EXPECT_LT(engine.stats().forward_calls.load(), 12u);
+    } else {
+      EXPECT_EQ(finished.accepted_tokens, 0);
+      // k shrinks from 4 to 1 while the pauses after failed drafts double (1, 2, 4, 8, 16):
+      // drafts of 4, 3, 2, 1, 1, 1 in the 49 decode steps (1 + 2 + 4 + 8 + 16 paused).
+      EXPECT_EQ(finished.drafted_tokens, 4 + 3 + 2 + 1 + 1 + 1);
+      EXPECT_EQ(engine.stats().forward_calls.load(), static_cast<uint64_t>(n));
+    }
+    EXPECT_EQ(engine.stats().spec_drafted_tokens.load(),
+              static_cast<uint64_t>(finished.drafted_tokens));
+    EXPECT_EQ(engine.stats().spec_accepted_tokens.load(),
+              static_cast<uint64_t>(finished.accepted_tokens));
+    wait_until_idle(engine);
+    // Prompt and output, less the last token, are the KV: its full pages stay cached, the
+    // rest went back to the pool.
+    const uint64_t full_pages = (prompt.size() + n - 1) / 4;
+    EXPECT_EQ(engine.stats().prefix_cache_pages.load(), full_pages);
+    EXPECT_EQ(engine.stats().kv_pages_used.load(), full_pages);
+  }
+}
+
+TEST(EngineSpeculation, StopStringsAndMaxTokensEndTheOutputWhereTheyDoWithout) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const Tokens prompt = model->tokenizer().encode("Once upon a time", true, false);
+  Tokens text = prompt;
+  const Tokens long_output =
+      run_alone(*model, small_options(), greedy(prompt, 64, SpeculativeMode::kOff));
+  text.insert(text.end(), long_output.begin(), long_output.end());
+  EngineOptions o = small_options();
+  o.speculation.drafter =
+      std::make_shared<KnownContinuationDrafter>(text, true, model->config().n_vocab);
+  for (int max_tokens : {1, 2, 7, 13}) {
+    GenerationEvent finished;
+    EXPECT_EQ(run_alone(*model, o, greedy(prompt, max_tokens, SpeculativeMode::kNgram), &finished),
+              Tokens(long_output.begin(), long_output.begin() + max_tokens));
+    EXPECT_EQ(finished.finish_reason, FinishReason::Length);
+  }
+  GenerationRequest off = greedy(prompt, 64, SpeculativeMode::kOff);
+  off.stop = {"named"};
+  GenerationEvent expected;
+  const Tokens expected_tokens = run_alone(*model, small_options(), off, &expected);
+  ASSERT_EQ(expected.finish_reason, FinishReason::Stop);
+  ASSERT_EQ(expected.matched_stop, "named");
+  GenerationRequest ngram = off;
+  ngram.speculative = SpeculativeMode::kNgram;
+  GenerationEvent finished;
+  EXPECT_EQ(run_alone(*model, o, ngram, &finished), expected_tokens);
+  EXPECT_EQ(finished.matched_stop, "named");
+  EXPECT_EQ(finished.completion_tokens, expected.completion_tokens);
+  EXPECT_GT(finished.accepted_tokens, 0);
+}
+
+TEST(EngineSpeculation, SeededSampledRequestsGetTheTokensTheyGetWithout) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const Tokens prompt = model->tokenizer().encode("Lily and Ben", true, false);
+  for (uint64_t seed : {1u, 2u, 3u}) {
+    GenerationRequest off = greedy(prompt, 48, SpeculativeMode::kOff);
+    off.sampling.temperature = 0.8f;
+    off.sampling.seed = seed;
+    GenerationRequest ngram = off;
+    ngram.speculative = SpeculativeMode::kNgram;
+    GenerationEvent finished;
+    EXPECT_EQ(run_alone(*model, small_options(), ngram, &finished),
+              run_alone(*model, small_options(), off))
+        << "seed " << seed;
+    EXPECT_GT(finished.drafted_tokens, 0);
+  }
+}
+
+TEST(EngineSpeculation, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAreUnchanged) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const ModelConfig& c = model->config();
+  const std::string story = "Once upon a time, there was a little girl named Lily. She";
+  std::vector<GenerationRequest> off;
+  for (const std::string tail : {" loved", " saw", " had", " went", " wanted", " played"}) {
+    off.push_back(
+        greedy(model->tokenizer().encode(story + tail, true, false), 60, SpeculativeMode::kOff));
+  }
+  EngineOptions o = small_options();
+  o.speculation.max_batch = 8;
+  // 40 pages of 4 positions for 6 requests of about 80 positions each: they preempt and drop
+  // each other's KV, and share the story's cached pages.
+  o.kv_budget_bytes =
+      PagePool::page_bytes_for({4, c.n_layers, c.n_kv_heads * c.head_dim, KvDtype::kF32}) * 40;
+  std::vector<Tokens> expected;
+  for (const GenerationRequest& r : off) expected.push_back(run_alone(*model, o, r));
+  std::vector<GenerationRequest> ngram = off;
+  for (GenerationRequest& r : ngram) r.speculative = SpeculativeMode::kNgram;
+  const Outcome together = run_together(*model, o, ngram);  // checks the page counters
+  int drafted = 0;
+  for (size_t i = 0; i < off.size(); ++i) {
+    EXPECT_EQ(together.tokens[i], expected[i]) << "request " << i;
+    drafted += together.finished[i].drafted_tokens;
+  }
+  EXPECT_GT(drafted, 0);
+}
+
+}  // namespace
+}  // namespace k25
