@@ -16,6 +16,7 @@ PACKAGES=(
   libhiredis-dev                            # client of the shared KV tier (Redis)
   redis-server redis-tools                  # the shared-tier integration tests run real ones
   util-linux                                # unshare: the L3 full-disk test's private tmpfs
+  qemu-user                                 # qemu-x86_64: the kernel-set test runs k25-run on emulated older CPUs
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 

@@ -13,6 +13,7 @@
 #include "engine/batched_bench.h"
 #include "engine/embedding_batch.h"
 #include "engine/engine_generate.h"
+#include "kernels/kernel_table.h"
 #include "model/generate.h"
 #include "model/gguf.h"
 #include "model/json_schema_grammar.h"
@@ -114,7 +115,8 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
                 {"prefill_tokens_per_second", r.prefill_tokens_per_second()},
                 {"prefill_ms", r.prefill_ms},
                 {"decode_ms", r.decode_ms},
-                {"threads", a.threads}};
+                {"threads", a.threads},
+                {"isa", k25::kernels().isa}};
     if (engine_run) {
       out["speculative"] = a.speculative;
       out["drafted_tokens"] = engine_run->drafted_tokens;
@@ -126,9 +128,10 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
     std::printf("\n");
   }
   std::fprintf(stderr,
-               "prompt: %zu tokens, %.1f ms (%.2f tok/s); generated: %zu tokens (%.2f tok/s)\n",
+               "prompt: %zu tokens, %.1f ms (%.2f tok/s); generated: %zu tokens (%.2f tok/s); "
+               "kernel set %s\n",
                prompt.size(), r.prefill_ms, r.prefill_tokens_per_second(), r.tokens.size(),
-               r.decode_tokens_per_second());
+               r.decode_tokens_per_second(), k25::kernels().isa);
   return 0;
 }
 
@@ -407,6 +410,7 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    k25::kernels();  // first: a K25_ISA the CPU cannot run is one error line
     if (*rtc) return run_render_template(rt);
     if (*gen) {
       if (g.prompt.empty() && g.prompt_file.empty() && g.n_prompt <= 0) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "kernels/kernel_table.h"
 #include "kv/redis_url.h"
 #include "kv/shared_kv_namespace.h"
 #include "server/api.h"
@@ -107,6 +108,7 @@ int run(const k25::ServerConfig& config) {
   if (config.model_path.empty()) {
     k25::fail("no model: set model.path in the config file or pass --model PATH");
   }
+  const char* isa = k25::kernels().isa;  // first: a K25_ISA the CPU cannot run is an error
   raise_file_limit();
   // Signals are taken by sigwait() in this thread only; every thread started below inherits
   // the blocked mask.
@@ -134,7 +136,7 @@ int run(const k25::ServerConfig& config) {
       [&api](int status, const std::string& message) { return api.error_text(status, message); });
   server.start();
   log_event(k25::concat("\"listening\",\"host\":\"", config.host, "\",\"port\":", server.port(),
-                        ",\"max_connections\":", http.max_connections));
+                        ",\"max_connections\":", http.max_connections, ",\"isa\":\"", isa, "\""));
 
   std::unique_ptr<k25::Model> model;
   std::unique_ptr<k25::Engine> engine;

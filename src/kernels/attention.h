@@ -26,6 +26,8 @@ struct AttentionQuery {
   int first = 0;
 };
 
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 // out = sum_p softmax_p(q . k_p * scale) v_p for every query, first <= p < n_pos. The spans give
 // positions 0, 1, ... in order and cover at least the largest n_pos. `scores` is scratch.
 // F16 rows are widened to float as they are read and everything accumulates in float. With F16
@@ -34,5 +36,6 @@ struct AttentionQuery {
 void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores,
                     KvDtype dtype = KvDtype::kF32);
+#endif
 
 }  // namespace k25

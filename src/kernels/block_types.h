@@ -36,8 +36,11 @@ static_assert(sizeof(BlockQ8_K) == 292);
 
 // Bytes of one activation row of n elements (n a multiple of the format's block).
 size_t act_row_bytes(ActFormat format, int64_t n);
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 // Quantises n floats to `format` (llama.cpp's rounding: nearest integer of x / d).
 void quantize_acts(ActFormat format, const float* x, void* out, int64_t n);
+#endif
 
 struct BlockTypeKernels {
   ActFormat act;
@@ -54,12 +57,10 @@ struct BlockTypeKernels {
                    size_t act_row_bytes, int nt, int64_t n, float* y, int64_t y_stride);
 };
 
-// Null for types not listed above.
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
+// The active kernel set's entries; null for types not listed above.
 const BlockTypeKernels* block_type_kernels(DType type);
-
-// Each family's entries (null for a type of another family).
-const BlockTypeKernels* legacy_block_kernels(DType type);
-const BlockTypeKernels* iq4_block_kernels(DType type);
-const BlockTypeKernels* kquant_block_kernels(DType type);
+#endif
 
 }  // namespace k25

@@ -6,9 +6,12 @@
 
 namespace k25 {
 
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 // y[t * rows + r] = sum_c W[r][c] * x[t * cols + c] for t < n_tokens, r < rows,
 // where W is `w` ([rows][cols] in w.type, cols = w.row_length()). Many tokens per call
 // (prefill) is a matrix-matrix product: each weight row is read once for all tokens.
 void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool);
+#endif
 
 }  // namespace k25

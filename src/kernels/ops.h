@@ -5,6 +5,8 @@
 
 namespace k25 {
 
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 // out = x / rms(x) * weight, over n elements.
 void rmsnorm(float* out, const float* x, const float* weight, int n, float eps);
 // In-place softmax over n elements.
@@ -23,5 +25,6 @@ void add_inplace(float* a, const float* b, int n);
 float dot_f32(const float* a, const float* b, int n);
 // a[i] += s * b[i]
 void axpy(float* a, float s, const float* b, int n);
+#endif
 
 }  // namespace k25

@@ -1,15 +1,11 @@
-// Scalar-reference block formats plus F16C/AVX2 fast paths for the row conversions.
+// The block formats' sizes and the scalar f16 / bf16 conversions: code every kernel set shares
+// (compiled once, for the baseline ISA). The row conversions and block encoders are per kernel
+// set (kernels/set/quant_rows.cpp).
 #include "kernels/quant.h"
 
-#include <immintrin.h>
-
-#include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstring>
 
-#include "kernels/block_types.h"
-#include "kernels/quant_simd.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -62,85 +58,14 @@ uint16_t f32_to_f16_scalar(float f) {
   return sign | static_cast<uint16_t>(r);
 }
 
-void quantize_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
-    int8_t qs[kQ8_0Block];
-    float d = quantize_block_q8_0(src + b * kQ8_0Block, qs);
-    dst[b].d = f32_to_f16(d);
-    std::memcpy(dst[b].qs, qs, sizeof(qs));
-  }
-}
-
-void quantize_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
-    const float* x = src + b * kQ4_0Block;
-    float amax = 0.0f;
-    float max = 0.0f;
-    for (int j = 0; j < kQ4_0Block; ++j) {
-      if (std::fabs(x[j]) > amax) {
-        amax = std::fabs(x[j]);
-        max = x[j];
-      }
-    }
-    const float d = max / -8.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    dst[b].d = f32_to_f16(d);
-    for (int j = 0; j < kQ4_0Block / 2; ++j) {
-      const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-      const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
-      dst[b].qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-    }
-  }
-}
-
-void dequantize_q8_0(const BlockQ8_0* src, float* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQ8_0Block; ++b) {
-    const float d = f16_to_f32(src[b].d);
-    for (int j = 0; j < kQ8_0Block; ++j) dst[b * kQ8_0Block + j] = src[b].qs[j] * d;
-  }
-}
-
-void dequantize_q4_0(const BlockQ4_0* src, float* dst, int64_t n) {
-  for (int64_t b = 0; b < n / kQ4_0Block; ++b) {
-    const float d = f16_to_f32(src[b].d);
-    float* y = dst + b * kQ4_0Block;
-    for (int j = 0; j < kQ4_0Block / 2; ++j) {
-      y[j] = ((src[b].qs[j] & 0x0f) - 8) * d;
-      y[j + 16] = ((src[b].qs[j] >> 4) - 8) * d;
-    }
-  }
-}
-
 }  // namespace
 
-void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f16_to_f32(src[i]);
-}
-
-void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-#if defined(__F16C__)
-  for (; i + 8 <= n; i += 8) {
-    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
-  }
-#endif
-  for (; i < n; ++i) dst[i] = f32_to_f16(src[i]);
-}
-
 float f16_to_f32(uint16_t h) {
-  return half_to_float(h);
+  return f16_to_f32_scalar(h);
 }
 
 uint16_t f32_to_f16(float f) {
-  return float_to_half(f);
+  return f32_to_f16_scalar(f);
 }
 
 float bf16_to_f32(uint16_t h) {
@@ -153,7 +78,6 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
-// Exposed for tests of the portable conversion (the F16C path is used when available).
 float f16_to_f32_portable(uint16_t h) {
   return f16_to_f32_scalar(h);
 }
@@ -180,64 +104,6 @@ size_t row_bytes(DType type, int64_t n) {
          " of tensor type id ", static_cast<uint32_t>(type));
   }
   return static_cast<size_t>(n / block) * dtype_block_bytes(type);
-}
-
-void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
-  row_bytes(type, n);  // validates n
-  switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::F16:
-      f16_row_to_f32(static_cast<const uint16_t*>(src), dst, n);
-      return;
-    case DType::BF16: {
-      const auto* h = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(h[i]);
-      return;
-    }
-    case DType::Q8_0:
-      dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, n);
-      return;
-    case DType::Q4_0:
-      dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, n);
-      return;
-    default:
-      break;
-  }
-  const BlockTypeKernels* k = block_type_kernels(type);
-  if (k == nullptr) fail("dequantize: no kernels for tensor type ", dtype_name(type));
-  k->dequantize(src, dst, n);
-}
-
-void quantize_row(DType type, const float* src, void* dst, int64_t n) {
-  row_bytes(type, n);  // validates n
-  switch (type) {
-    case DType::F32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
-    case DType::F16:
-      f32_row_to_f16(src, static_cast<uint16_t*>(dst), n);
-      return;
-    case DType::BF16: {
-      auto* h = static_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(src[i]);
-      return;
-    }
-    case DType::Q8_0:
-      quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), n);
-      return;
-    case DType::Q4_0:
-      quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), n);
-      return;
-    default:
-      break;
-  }
-  const BlockTypeKernels* k = block_type_kernels(type);
-  if (k == nullptr || k->quantize == nullptr) {
-    fail("quantize: k25 cannot encode tensor type ", dtype_name(type));
-  }
-  k->quantize(src, dst, n);
 }
 
 }  // namespace k25

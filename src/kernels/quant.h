@@ -28,17 +28,26 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
-// Rows of n values (F16C when the build has it), rounding to nearest even.
+// The same conversions in portable code (the kernel sets use F16C where they have it).
+float f16_to_f32_portable(uint16_t h);
+uint16_t f32_to_f16_portable(float f);
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
+// Rows of n values (F16C on the kernel sets that have it), rounding to nearest even.
 void f16_row_to_f32(const uint16_t* src, float* dst, int64_t n);
 void f32_row_to_f16(const float* src, uint16_t* dst, int64_t n);
+#endif
 
 int64_t dtype_block_elements(DType type);  // 1 for F32/F16/BF16, 32 or 256 for block types
 size_t dtype_block_bytes(DType type);
 // Bytes of one row of n elements; throws k25::Error if n is not a multiple of the block size.
 size_t row_bytes(DType type, int64_t n);
 
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 void dequantize_row(DType type, const void* src, float* dst, int64_t n);
 // Encodes n floats (n a multiple of the block size for block types) into `type`.
 void quantize_row(DType type, const float* src, void* dst, int64_t n);
+#endif
 
 }  // namespace k25

@@ -19,10 +19,6 @@
 
 #include "model/tensor.h"
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
-#define K25_MATMUL_PACKED 1
-#endif
-
 namespace k25 {
 
 constexpr int kPackedGroupRows = 16;
@@ -51,26 +47,24 @@ class PackedMatrix {
   size_t bytes_ = 0;
 };
 
-// Whether this build's matmul runs on repacked weights of this type (AVX-512 VNNI builds, Q8_0
-// and Q4_0). Elsewhere nothing is repacked and matmul reads the weights as they are.
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
+// Whether the active kernel set's matmul runs on repacked weights of this type (the AVX-512 set,
+// Q8_0 and Q4_0). Elsewhere nothing is repacked and matmul reads the weights as they are.
 bool repack_supported(DType type);
+#endif
 
 // Called (from any of the repacking threads) once the bytes [begin, begin + bytes) of
 // weights[tensor] have been repacked and will not be read again by the repack.
 using RepackedRangeFn = std::function<void(size_t tensor, const void* begin, size_t bytes)>;
 
+// A kernel set's own files call its entries instead (kernels/set/set_entries.h).
+#if !defined(K25_BUILDING_KERNEL_SET)
 // Repacks every tensor of `weights` (all must satisfy repack_supported) on n_threads threads
 // and points each view's `packed` at its copy, which the returned buffers own. The views' own
 // bytes are only read.
 std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
                                           const RepackedRangeFn& on_repacked = {});
-
-#if defined(K25_MATMUL_PACKED)
-// Packs rows [r0, r0 + n_rows) (n_rows <= 16) of a Q8_0 / Q4_0 matrix with n_blocks blocks per
-// row and rows w_row_bytes apart into one group of the layout above: quants at `quants`
-// (64-byte aligned), scales at `scales`.
-void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                int64_t n_blocks, uint8_t* quants, uint16_t* scales);
 #endif
 
 }  // namespace k25

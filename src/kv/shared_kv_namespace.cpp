@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <initializer_list>
 
+#include "kernels/kernel_table.h"
 #include "util/crc32c.h"
 #include "util/mapped_file.h"
 
@@ -31,28 +32,7 @@ uint64_t weights_content_hash(const std::string& path) {
 }
 
 std::string kernel_set_identity() {
-  std::string isa;
-  const auto add = [&isa](const char* name) {
-    if (!isa.empty()) isa += '+';
-    isa += name;
-  };
-#if defined(__AVX512F__)
-  add("avx512f");
-#endif
-#if defined(__AVX2__)
-  add("avx2");
-#endif
-#if defined(__FMA__)
-  add("fma");
-#endif
-#if defined(__F16C__)
-  add("f16c");
-#endif
-#if defined(__ARM_NEON)
-  add("neon");
-#endif
-  if (isa.empty()) isa = "scalar";
-  return isa + "/" + __VERSION__;
+  return std::string(kernels().isa) + "/" + __VERSION__;
 }
 
 std::string shared_kv_namespace(const SharedKvIdentity& id) {

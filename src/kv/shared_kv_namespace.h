@@ -18,7 +18,8 @@ namespace k25 {
 // A 64-bit hash of a file's bytes (CRC-32C per MiB, mixed by position). Throws k25::Error when the
 // file cannot be read.
 uint64_t weights_content_hash(const std::string& path);
-// "avx2+fma+f16c/gcc 12.2.0" and the like.
+// The active kernel set and the compiler, "avx512/12.2.0" and the like: pages computed by
+// different kernels differ in their last bits, so replicas share pages only when both match.
 std::string kernel_set_identity();
 struct SharedKvIdentity {
   uint64_t weights_hash = 0;

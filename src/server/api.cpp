@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "kernels/kernel_table.h"
 #include "server/anthropic_format.h"
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
@@ -322,7 +323,8 @@ json Api::model_entry(const Engine& engine) const {
             {"n_layer", c.n_layers},
             {"chat_template", chat_template_->kind()},
             {"chat_template_tool_use", chat_template_->has_tool_use()},
-            {"tool_call_format", tool_call_format_name(tool_call_format_)}}}};
+            {"tool_call_format", tool_call_format_name(tool_call_format_)},
+            {"isa", kernels().isa}}}};
 }
 
 net::awaitable<void> Api::models(HttpExchange& ex) {

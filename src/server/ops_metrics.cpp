@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "kernels/kernel_table.h"
+
 namespace k25 {
 
 namespace {
@@ -32,6 +34,9 @@ std::string render_ops_metrics(const CircuitBreaker* breaker, const FallbackCoun
   metric(out, "flash_fallback_upstream_errors_total", "counter",
          "Fallback upstream calls that failed (the engine answered instead, or the stream broke).",
          static_cast<double>(counters.upstream_errors.load()));
+  out << "# HELP k25_kernel_isa_info The kernel set in use (K25_ISA or the best the CPU runs).\n"
+         "# TYPE k25_kernel_isa_info gauge\nk25_kernel_isa_info{isa=\""
+      << kernels().isa << "\"} 1\n";
   metric(out, "k25_warmup_requests", "gauge", "Warm-up prompts run at start.",
          warmup ? warmup->requests : 0);
   metric(out, "k25_warmup_duration_seconds", "gauge", "Time the start-up warm-up took.",

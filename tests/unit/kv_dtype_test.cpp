@@ -16,7 +16,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/quant.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/quant_simd.h"
 #include "kv/io_uring_file.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l2_page_spans.h"

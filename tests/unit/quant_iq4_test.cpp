@@ -10,12 +10,16 @@
 
 #include "block_dot_check.h"
 #include "kernels/block_types.h"
-#include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
+#include "kernels/set/block_types_portable.h"
 #include "util/thread_pool.h"
 
 namespace k25 {
 namespace {
+
+// The scalar kernel set's family lookups and portable kernels, the yardstick of the others.
+using isa_scalar::iq4_block_kernels;
+using isa_scalar::iq4_block_kernels_portable;
 
 using testing::dequantize;
 using testing::quantize;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/block_types.h"
-#include "kernels/kquant_blocks.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
+#include "kernels/set/kquant_blocks.h"
 #include "model/gguf.h"
 #include "test_paths.h"
 #include "util/error.h"
@@ -22,6 +22,9 @@
 
 namespace k25 {
 namespace {
+
+// The scalar kernel set's K-quant blocks and portable dot products, the yardstick of the others.
+using namespace isa_scalar;
 
 struct KType {
   DType type;

@@ -9,11 +9,13 @@
 #include <random>
 #include <vector>
 
-#include "kernels/quant_simd.h"
+#include "kernels/set/quant_simd.h"
 #include "util/error.h"
 
 namespace k25 {
 namespace {
+
+using isa_scalar::quantize_block_q8_0;  // the scalar set's encoder (kernels/set/quant_simd.h)
 
 uint32_t bits_of(float f) {
   uint32_t b;

@@ -26,8 +26,12 @@ struct Tolerance {
   // Quantised random models: the mean over steps 0-3 of the largest top-8 difference (0 = no
   // such bound).
   double mean_logit = 0;
-  // False for the stories260K and qwen2-tiny files: a divergence must itself be at a near-tie.
-  // True for the newer files, whose rule is "equal up to the first near-tie step".
+  // False for the f32 stories260K and qwen2-tiny files: a divergence must itself be at a
+  // near-tie. True where the README's rule is "equal up to the first step whose top-2 margin is
+  // below near_tie_margin": the quantised stories260K files (whose margins move by up to 0.25
+  // when the summation order changes, so over 400 tokens a step just above 0.1 can flip once
+  // the sequence has passed a near-tie; the AVX2 kernel set does at step 283 of
+  // long-context-400 q4_0) and the newer files.
   bool stop_at_first_near_tie = false;
 };
 
@@ -38,7 +42,7 @@ Tolerance tolerance_for(const std::string& model_file) {
   if (has("random-llama") || has("random-gemma3") || has("random-qwen3")) {
     return {0.05, 0.1, 0, true};
   }
-  if (has("q8_0") || has("q4_0")) return {0.1, 0.4};
+  if (has("q8_0") || has("q4_0")) return {0.1, 0.4, 0, true};
   return {0.03, 0.02};
 }
 

@@ -18,14 +18,16 @@
 
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 using Half = uint16_t;  // IEEE binary16 bits
 
 inline float round_to_f16(float x) {
-  return f16_to_f32(f32_to_f16(x));
+  return half_to_float(float_to_half(x));
 }
 
 // A row of n elements as floats: the row itself, or its widened copy in `buffer`.
@@ -343,4 +345,4 @@ void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* 
   }
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -5,8 +5,9 @@
 #include <cstddef>
 
 #include "kernels/block_types.h"
+#include "kernels/set/kernel_set_namespace.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 
 struct BlockKernelsEntry {
   DType type;
@@ -28,4 +29,4 @@ constexpr BlockTypeKernels with_vec_dot(const BlockTypeKernels& portable,
   return {portable.act, portable.dequantize, portable.quantize, vec_dot, portable.dot_tile};
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -4,10 +4,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/kquant_k4.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kquant_k4.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 void decode_q4_k(const BlockQ4_K& b, uint8_t* q) {
@@ -57,4 +58,4 @@ float vec_dot_q4_k_scalar(const void* w, const void* x, int64_t n) {
 
 K25_KQUANT_ROW_KERNELS(q4_k, BlockQ4_K, (kq_k4_rows<NT, Q4kQuants>))
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

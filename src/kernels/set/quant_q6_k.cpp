@@ -2,11 +2,12 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/kquant_avx2.h"
-#include "kernels/kquant_blocks.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kquant_avx2.h"
+#include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 // The 256 quants of a block, minus 32.
@@ -138,4 +139,4 @@ float vec_dot_q6_k_scalar(const void* wv, const void* xv, int64_t n) {
 
 K25_KQUANT_ROW_KERNELS(q6_k, BlockQ6_K, (q6_k_rows<NT>))
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -14,8 +14,9 @@
 #include <type_traits>
 
 #include "kernels/block_types.h"
+#include "kernels/set/kernel_set_namespace.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 
 constexpr int kQK = 256;  // weights per super-block
 
@@ -173,4 +174,4 @@ void quantize_q4_k(const float* src, void* dst, int64_t n);
 void quantize_q5_k(const float* src, void* dst, int64_t n);
 void quantize_q6_k(const float* src, void* dst, int64_t n);
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

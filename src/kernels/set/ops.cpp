@@ -12,8 +12,10 @@
 #include <memory>
 
 #include "kernels/quant.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 #if defined(__AVX2__)
@@ -221,15 +223,17 @@ void gelu_f16_mul(float* a, const float* b, int n) {
   static const std::unique_ptr<std::array<uint16_t, 65536>> table = [] {
     auto t = std::make_unique<std::array<uint16_t, 65536>>();
     for (uint32_t h = 0; h < t->size(); ++h) {
-      const float x = f16_to_f32(static_cast<uint16_t>(h));
+      const float x = half_to_float(static_cast<uint16_t>(h));
       const float tanh_arg = 0.7978845608028654f * x * (1.0f + 0.044715f * x * x);
-      (*t)[h] = f32_to_f16(0.5f * x * (1.0f + std::tanh(tanh_arg)));
+      (*t)[h] = float_to_half(0.5f * x * (1.0f + std::tanh(tanh_arg)));
     }
     return t;
   }();
   for (int i = 0; i < n; ++i) {
     const float x = a[i];
-    const float gelu = x <= -10.0f ? 0.0f : x >= 10.0f ? x : f16_to_f32((*table)[f32_to_f16(x)]);
+    const float gelu = x <= -10.0f  ? 0.0f
+                       : x >= 10.0f ? x
+                                    : half_to_float((*table)[float_to_half(x)]);
     a[i] = gelu * b[i];
   }
 }
@@ -283,4 +287,4 @@ void axpy(float* a, float s, const float* b, int n) {
   for (; i < n; ++i) a[i] += s * b[i];
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -4,11 +4,12 @@
 
 #include <cstdint>
 
-#include "kernels/kquant_avx2.h"
-#include "kernels/kquant_blocks.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kernel_set_namespace.h"
+#include "kernels/set/kquant_avx2.h"
+#include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 
 // Decode(block, q) writes the 256 quants of a block in element order.
 template <typename Block, typename Decode>
@@ -94,4 +95,4 @@ template <int NT, typename Quants, typename Block>
 }
 #endif
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -9,14 +9,15 @@
 #include <cmath>
 #include <cstring>
 
-#include "kernels/block_dot_lanes.h"
-#include "kernels/block_kernels_table.h"
 #include "kernels/block_types.h"
-#include "kernels/block_types_portable.h"
 #include "kernels/quant.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/block_dot_lanes.h"
+#include "kernels/set/block_kernels_table.h"
+#include "kernels/set/block_types_portable.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 struct BlockQ4_1 {
@@ -261,4 +262,4 @@ const BlockTypeKernels* legacy_block_kernels_portable(DType type) {
   return find_block_kernels(kTable, type);
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -4,12 +4,13 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/block_kernels_table.h"
 #include "kernels/block_types.h"
-#include "kernels/kquant_blocks.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/block_kernels_table.h"
+#include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 
 void unpack_scales_mins_k4(const uint8_t* p, uint8_t* scales, uint8_t* mins) {
   // Scales and minimums 0..3 are the low 6 bits of bytes 0..3 and 4..7; 4..7 keep their low 4
@@ -201,4 +202,4 @@ const BlockTypeKernels* kquant_block_kernels(DType type) {
   return find_block_kernels(kTable, type);
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -29,11 +29,12 @@
 
 #include "kernels/block_types.h"
 #include "kernels/quant.h"
-#include "kernels/quant_simd.h"
 #include "kernels/repack.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 #include "util/error.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -802,4 +803,4 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   });
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -15,7 +15,9 @@
 #include <cstdint>
 #include <cstring>
 
-namespace k25 {
+#include "kernels/set/kernel_set_namespace.h"
+
+namespace k25::K25_KERNEL_SET {
 
 constexpr int kDotLanes = 8;
 
@@ -123,4 +125,4 @@ float dot_blocks32_avx2(const W* w, const A* a, int64_t nb, Isum isum, Block blo
 }
 #endif
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -1,10 +1,11 @@
 // Q3_K: 16 sub-blocks of 16 three-bit quants with 6-bit signed scales (layout in
 // kquant_blocks.h). k25 reads it only (no encoder).
-#include "kernels/kquant_avx2.h"
-#include "kernels/kquant_blocks.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kquant_avx2.h"
+#include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 // The 256 quants of a block, in -4..3.
@@ -86,4 +87,4 @@ float vec_dot_q3_k_scalar(const void* wv, const void* xv, int64_t n) {
 
 K25_KQUANT_ROW_KERNELS(q3_k, BlockQ3_K, (q3_k_rows<NT>))
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -1,10 +1,11 @@
 // Q2_K: 16 sub-blocks of 16 two-bit quants with a 4-bit scale and minimum each (layout in
 // kquant_blocks.h). k25 reads it only (no encoder).
-#include "kernels/kquant_avx2.h"
-#include "kernels/kquant_blocks.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kquant_avx2.h"
+#include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 void decode_q2_k(const BlockQ2_K& b, uint8_t* q) {
@@ -86,4 +87,4 @@ float vec_dot_q2_k_scalar(const void* wv, const void* xv, int64_t n) {
 
 K25_KQUANT_ROW_KERNELS(q2_k, BlockQ2_K, (q2_k_rows<NT>))
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

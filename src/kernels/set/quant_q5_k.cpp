@@ -1,10 +1,11 @@
 // Q5_K: Q4_K's sub-blocks and scales with a fifth quant bit (layout in kquant_blocks.h).
 #include <cstring>
 
-#include "kernels/kquant_k4.h"
-#include "kernels/quant_simd.h"
+#include "kernels/set/kquant_k4.h"
+#include "kernels/set/quant_simd.h"
+#include "kernels/set/set_entries.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 namespace {
 
 void decode_q5_k(const BlockQ5_K& b, uint8_t* q) {
@@ -66,4 +67,4 @@ float vec_dot_q5_k_scalar(const void* w, const void* x, int64_t n) {
 
 K25_KQUANT_ROW_KERNELS(q5_k, BlockQ5_K, (kq_k4_rows<NT, Q5kQuants>))
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

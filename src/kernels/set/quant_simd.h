@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstdint>
 
-namespace k25 {
+#include "kernels/quant.h"
+#include "kernels/set/kernel_set_namespace.h"
 
-float f16_to_f32_portable(uint16_t h);
-uint16_t f32_to_f16_portable(float f);
+namespace k25::K25_KERNEL_SET {
 
 // Inline forms of f16_to_f32 / f32_to_f16 for the inner loops of the kernels.
 inline float half_to_float(uint16_t h) {
@@ -76,4 +76,4 @@ inline float quantize_block_q8_0(const float* x, int8_t* q) {
 #endif
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET

@@ -7,9 +7,10 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/kquant_blocks.h"
+#include "kernels/set/kernel_set_namespace.h"
+#include "kernels/set/kquant_blocks.h"
 
-namespace k25 {
+namespace k25::K25_KERNEL_SET {
 
 inline int32_t kq_hsum_i32(__m128i s) {
   s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
@@ -167,5 +168,5 @@ template <int NT>
   }
 }
 
-}  // namespace k25
+}  // namespace k25::K25_KERNEL_SET
 #endif

@@ -1,0 +1,186 @@
+// Repacking Q8_0 / Q4_0 matrices into the interleaved layout of kernels/repack.h, on the kernel
+// sets whose matmul reads it (AVX-512 VNNI).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "kernels/repack.h"
+#include "kernels/set/set_entries.h"
+#include "util/error.h"
+
+namespace k25::K25_KERNEL_SET {
+
+bool repack_supported(DType type) {
+#if defined(K25_MATMUL_PACKED)
+  return type == DType::Q8_0 || type == DType::Q4_0;
+#else
+  (void)type;
+  return false;
+#endif
+}
+
+#if defined(K25_MATMUL_PACKED)
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
+// -Wmaybe-uninitialized reports at every use.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+namespace {
+
+template <DType D>
+using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
+
+// Any n_rows, one byte at a time (a tensor's last group).
+template <DType D>
+void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                      int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+  constexpr uint8_t kZero = D == DType::Q8_0 ? 0x80 : 0x88;
+  constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
+  constexpr size_t kPieces = kQuantBytes / 64;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    uint8_t* out = quants + b * kQuantBytes;
+    uint16_t* d = scales + b * kPackedGroupRows;
+    for (int i = 0; i < kPackedGroupRows; ++i) {
+      if (i >= n_rows) {
+        d[i] = 0;
+        for (size_t k = 0; k < kPieces; ++k) std::memset(out + 64 * k + 4 * i, kZero, 4);
+        continue;
+      }
+      const auto& block = reinterpret_cast<const Block<D>*>(w + (r0 + i) * w_row_bytes)[b];
+      d[i] = block.d;
+      for (size_t k = 0; k < kPieces; ++k) {
+        for (int j = 0; j < 4; ++j) {
+          const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
+          out[64 * k + 4 * i + j] = D == DType::Q8_0 ? q ^ 0x80 : q;
+        }
+      }
+    }
+  }
+}
+
+// 16 full rows from r0: each 64-byte piece is a gather of one 4-byte word from each row.
+template <DType D>
+void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t n_blocks,
+                       uint8_t* quants, uint16_t* scales) {
+  constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
+  const __m512i rows =
+      _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                         _mm512_set1_epi32(static_cast<int32_t>(w_row_bytes)));
+  const uint8_t* group = w + r0 * w_row_bytes;
+  const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(0x80) : 0);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const uint8_t* block = group + b * sizeof(Block<D>);
+    uint8_t* out = quants + b * kQuantBytes;
+    for (size_t k = 0; k < kQuantBytes / 64; ++k) {
+      const __m512i piece = _mm512_i32gather_epi32(rows, block + 2 + 4 * k, 1);
+      _mm512_store_si512(out + 64 * k, _mm512_xor_si512(piece, offset));
+    }
+    // The scale is the low half of the word at the block start (the rest is the first quants).
+    const __m512i d = _mm512_i32gather_epi32(rows, block, 1);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales + b * kPackedGroupRows),
+                        _mm512_cvtepi32_epi16(d));
+  }
+}
+
+template <DType D>
+void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                      int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+  // Gather offsets are 32-bit.
+  if (n_rows == kPackedGroupRows && w_row_bytes * kPackedGroupRows < (size_t{1} << 31)) {
+    pack_group_gather<D>(w, w_row_bytes, r0, n_blocks, quants, scales);
+  } else {
+    pack_group_bytes<D>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+  }
+}
+
+}  // namespace
+
+void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
+                int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+  if (type == DType::Q8_0) {
+    pack_group_typed<DType::Q8_0>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+  } else {
+    pack_group_typed<DType::Q4_0>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+  }
+}
+#endif  // K25_MATMUL_PACKED
+
+std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
+                                          const RepackedRangeFn& on_repacked) {
+  std::vector<PackedMatrix> out;
+  out.reserve(weights.size());
+  // Work items of up to kChunkGroups groups, over all tensors, so threads balance across tensors
+  // of different sizes.
+  struct Item {
+    size_t tensor;
+    int64_t g0, g1;
+  };
+  constexpr int64_t kChunkGroups = 64;
+  std::vector<Item> items;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    const TensorView& w = *weights[i];
+    if (!repack_supported(w.type)) {
+      fail("repack: tensor '", w.name, "' has type ", dtype_name(w.type),
+           ", which this build does not repack");
+    }
+    const int64_t rows = w.n_rows();
+    const size_t need = row_bytes(w.type, w.row_length()) * static_cast<size_t>(rows);
+    if (w.data == nullptr || w.bytes < need) {
+      fail("repack: tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ", need);
+    }
+    const int64_t n_groups = (rows + kPackedGroupRows - 1) / kPackedGroupRows;
+    out.push_back(PackedMatrix::allocate(std::max<size_t>(
+        1, static_cast<size_t>(n_groups) * packed_group_bytes(w.type, w.row_length()))));
+    for (int64_t g = 0; g < n_groups; g += kChunkGroups) {
+      items.push_back({i, g, std::min(n_groups, g + kChunkGroups)});
+    }
+  }
+#if defined(K25_MATMUL_PACKED)
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t k = next.fetch_add(1); k < items.size(); k = next.fetch_add(1)) {
+      const Item& it = items[k];
+      const TensorView& w = *weights[it.tensor];
+      const int64_t cols = w.row_length();
+      const int64_t rows = w.n_rows();
+      const size_t w_row_bytes = row_bytes(w.type, cols);
+      const size_t group_bytes = packed_group_bytes(w.type, cols);
+      const size_t quant_bytes = packed_quant_bytes(w.type);
+      uint8_t* base = out[it.tensor].mutable_data();
+      for (int64_t g = it.g0; g < it.g1; ++g) {
+        uint8_t* group = base + g * group_bytes;
+        const int64_t r0 = g * kPackedGroupRows;
+        pack_group(w.type, static_cast<const uint8_t*>(w.data), w_row_bytes, r0,
+                   static_cast<int>(std::min<int64_t>(kPackedGroupRows, rows - r0)), cols / 32,
+                   group, reinterpret_cast<uint16_t*>(group + (cols / 32) * quant_bytes));
+      }
+      if (on_repacked) {
+        const int64_t r0 = it.g0 * kPackedGroupRows;
+        const int64_t r1 = std::min(rows, it.g1 * kPackedGroupRows);
+        on_repacked(it.tensor, static_cast<const uint8_t*>(w.data) + r0 * w_row_bytes,
+                    static_cast<size_t>(r1 - r0) * w_row_bytes);
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 1; i < std::min<int64_t>(n_threads, static_cast<int64_t>(items.size())); ++i) {
+    threads.emplace_back(work);
+  }
+  work();
+  for (auto& t : threads) t.join();
+#else
+  (void)n_threads;
+  (void)on_repacked;
+#endif
+  for (size_t i = 0; i < weights.size(); ++i) weights[i]->packed = out[i].data();
+  return out;
+}
+
+}  // namespace k25::K25_KERNEL_SET
