@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "server_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -96,6 +98,16 @@ TEST_F(KernelIsa, ASetTheCpuLacksIsOneErrorLineNamingTheFeature) {
   EXPECT_NE(unknown.status, 0);
   EXPECT_EQ(unknown.err,
             "error: K25_ISA=sse9 is not a kernel set (scalar, avx2, avxvnni or avx512)\n");
+}
+
+// The server names the set it runs in its start log, /metrics and /v1/models.
+TEST_F(KernelIsa, TheServerReportsTheSetInUse) {
+  k25::testing::ServerProcess server({"--model", kModel}, true, {"/usr/bin/env", "K25_ISA=avx2"});
+  EXPECT_NE(server.log().find("\"isa\":\"avx2\""), std::string::npos) << server.log();
+  const std::string metrics = k25::testing::http_call(server.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("\nk25_kernel_isa_info{isa=\"avx2\"} 1\n"), std::string::npos) << metrics;
+  const json models = json::parse(k25::testing::http_call(server.port(), "GET", "/v1/models").body);
+  EXPECT_EQ(models["data"][0]["meta"]["isa"], "avx2");
 }
 
 }  // namespace
