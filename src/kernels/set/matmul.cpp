@@ -37,8 +37,14 @@
 namespace k25::K25_KERNEL_SET {
 namespace {
 
+// VNNI's dpbusd does the u8 x s8 dot of four bytes into an int32 lane in one instruction: 256-bit
+// under AVX-512 VL (the avx512 set) or as AVX-VNNI (the avxvnni set: Alder Lake, Zen 5).
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 #define K25_MATMUL_VNNI 1
+#define K25_DPBUSD256 _mm256_dpbusd_epi32
+#elif defined(__AVXVNNI__)
+#define K25_MATMUL_VNNI 1
+#define K25_DPBUSD256 _mm256_dpbusd_avx_epi32
 #endif
 
 // The tile loops over rows and tokens must be unrolled early enough for GCC to keep the
@@ -46,9 +52,9 @@ namespace {
 #define K25_UNROLL _Pragma("GCC unroll 4")
 
 constexpr int kMaxTile = 4;
-// Tokens per register tile in prefill; the AVX2 kernels have 16 vector registers, so they use
-// fewer tokens to keep the accumulators from spilling.
-#if defined(K25_MATMUL_VNNI)
+// Tokens per register tile in prefill; without AVX-512 there are 16 vector registers, so the
+// tiles use fewer tokens to keep the accumulators from spilling.
+#if defined(__AVX512VL__)
 constexpr int kTileTokens = 4;
 #else
 constexpr int kTileTokens = 2;
@@ -146,7 +152,7 @@ inline __m256i load_weight_quants(const QBlock<K>* block) {
 template <QKind K>
 inline __m256i block_dot(__m256i w, __m256i x, __m256i bias) {
 #if defined(K25_MATMUL_VNNI)
-  return _mm256_dpbusd_epi32(bias, w, x);
+  return K25_DPBUSD256(bias, w, x);
 #else
   const __m256i ones = _mm256_set1_epi16(1);
   if constexpr (K == QKind::kQ8) {
