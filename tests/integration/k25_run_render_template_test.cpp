@@ -3,12 +3,13 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "command_output.h"
 
 namespace {
 
@@ -18,27 +19,10 @@ using ojson = nlohmann::ordered_json;
 const std::string kShared = K25_SHARED_DIR;
 const std::string kRun = std::string(K25_BIN_DIR) + "/k25-run";
 
-struct Output {
-  int status;
-  std::string out, err;
-};
+using Output = k25::testing::CommandOutput;
 
 Output run(const std::string& args) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("k25_rt_err_" + std::to_string(::getpid()));
-  const std::string cmd = kRun + " " + args + " 2>" + err_file.string();
-  Output o;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;)
-    o.out.append(buf.data(), n);
-  o.status = WEXITSTATUS(::pclose(pipe));
-  std::ifstream in(err_file);
-  std::ostringstream s;
-  s << in.rdbuf();
-  o.err = s.str();
-  fs::remove(err_file);
-  return o;
+  return k25::testing::run_capturing(kRun + " " + args);
 }
 
 ojson expected_line(const std::string& tmpl, const std::string& conversation) {

@@ -1,13 +1,13 @@
 // k25-run as a user runs it: real binaries, real files, exit codes and output.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "command_output.h"
 #include "model/gguf.h"
 
 namespace {
@@ -19,27 +19,10 @@ const std::string kShared = K25_SHARED_DIR;
 const std::string kRun = std::string(K25_BIN_DIR) + "/k25-run";
 const std::string kPlanBench = std::string(K25_BIN_DIR) + "/k25-planbench";
 
-struct Output {
-  int status;
-  std::string out, err;
-};
+using Output = k25::testing::CommandOutput;
 
 Output run(const std::string& args, const std::string& binary = kRun) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("k25_run_err_" + std::to_string(::getpid()));
-  const std::string cmd = binary + " " + args + " 2>" + err_file.string();
-  Output o;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;)
-    o.out.append(buf.data(), n);
-  o.status = ::pclose(pipe);
-  std::ifstream in(err_file);
-  std::ostringstream s;
-  s << in.rdbuf();
-  o.err = s.str();
-  fs::remove(err_file);
-  return o;
+  return k25::testing::run_capturing(binary + " " + args);
 }
 
 class K25Run : public ::testing::Test {

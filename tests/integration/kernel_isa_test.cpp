@@ -4,14 +4,13 @@
 // instruction of a higher set reached outside its kernel set would be SIGILL under qemu.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "command_output.h"
 #include "server_process.h"
 
 namespace {
@@ -22,28 +21,11 @@ using nlohmann::json;
 const std::string kRun = std::string(K25_BIN_DIR) + "/k25-run";
 const std::string kModel = std::string(K25_SHARED_DIR) + "/models/stories260K.gguf";
 
-struct Output {
-  int status;
-  std::string out, err;
-};
+using Output = k25::testing::CommandOutput;
 
-// Runs `prefix k25-run args`, stdout and stderr apart.
+// Runs `prefix k25-run args`.
 Output run(const std::string& prefix, const std::string& args) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("k25_isa_err_" + std::to_string(::getpid()));
-  const std::string cmd = prefix + " " + kRun + " " + args + " 2>" + err_file.string();
-  Output o;
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf;
-  for (size_t n; (n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0;)
-    o.out.append(buf.data(), n);
-  o.status = ::pclose(pipe);
-  std::ifstream in(err_file);
-  std::ostringstream s;
-  s << in.rdbuf();
-  o.err = s.str();
-  fs::remove(err_file);
-  return o;
+  return k25::testing::run_capturing(prefix + " " + kRun + " " + args);
 }
 
 const std::string kGenerate =
