@@ -11,6 +11,10 @@ namespace {
 // slow the engine down for every request.
 constexpr size_t kMaxHeads = 4096;
 constexpr size_t kMaxCachedMasks = 64;
+// The memo of states (1 KiB of transitions each) starts again at this many: several times what
+// a JSON schema request over a 150k-token vocabulary visits (under a thousand), few enough to
+// hold for every request at once.
+constexpr size_t kMaxStates = 4096;
 
 // Shortest completions are counted up to this many bytes (far beyond any token budget).
 constexpr uint64_t kFarBytes = uint64_t{1} << 30;
@@ -64,9 +68,48 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> grammar,
   nodes_.push_back({});  // kRoot
   nodes_[kRoot].completion_bytes = 0;
   std::sort(end_tokens_.begin(), end_tokens_.end());
-  for (uint32_t start : grammar_->rules[grammar_->root].alternatives) closure(start, kRoot, heads_);
-  sort_unique(heads_);
+  for (TokenId t : end_tokens_)
+    if (t >= 0 && t < vocabulary_->n_vocab() && !vocabulary_->piece(t).empty())
+      end_tokens_in_trie_ = true;
+  std::vector<uint32_t> heads;
+  for (uint32_t start : grammar_->rules[grammar_->root].alternatives) closure(start, kRoot, heads);
+  sort_unique(heads);
+  state_ = intern_state(heads);
   levels_.resize(vocabulary_->max_depth() + 1);
+}
+
+size_t GrammarMatcher::HeadsHash::operator()(const std::vector<uint32_t>& heads) const {
+  uint64_t h = heads.size();
+  for (uint32_t head : heads) h = (h ^ head) * 0x100000001B3ull;
+  return static_cast<size_t>(h ^ (h >> 32));
+}
+
+uint32_t GrammarMatcher::intern_state(std::vector<uint32_t>& heads) {
+  if (auto it = state_index_.find(heads); it != state_index_.end()) return it->second;
+  const auto id = static_cast<uint32_t>(states_.size());
+  state_index_.emplace(heads, id);
+  states_.push_back({std::move(heads)});
+  transitions_.resize(transitions_.size() + 256, kUnknown);
+  return id;
+}
+
+uint32_t GrammarMatcher::add_transition(uint32_t state, uint8_t byte) {
+  advance(states_[state].heads, byte, next_heads_);
+  const uint32_t next = next_heads_.empty() ? kDead : intern_state(next_heads_);
+  // Indexed again: interning grows transitions_.
+  transitions_[static_cast<size_t>(state) * 256 + byte] = next;
+  return next;
+}
+
+void GrammarMatcher::restart_states(std::span<uint32_t> held) {
+  std::vector<std::vector<uint32_t>> kept{states_[state_].heads};
+  for (uint32_t id : held) kept.push_back(states_[id].heads);
+  states_.clear();
+  state_index_.clear();
+  transitions_.clear();
+  mask_cache_.clear();
+  state_ = intern_state(kept[0]);
+  for (size_t i = 0; i < held.size(); ++i) held[i] = intern_state(kept[i + 1]);
 }
 
 uint32_t GrammarMatcher::intern(uint32_t pos, uint32_t parent) {
@@ -140,14 +183,14 @@ void GrammarMatcher::advance(const std::vector<uint32_t>& from, uint8_t byte,
   }
 }
 
-bool GrammarMatcher::walk(std::string_view bytes, std::vector<uint32_t>& state) {
-  walk_a_ = heads_;
+bool GrammarMatcher::walk(std::string_view bytes, uint32_t& state) {
+  uint32_t at = state_;
   for (char c : bytes) {
-    advance(walk_a_, static_cast<uint8_t>(c), walk_b_);
-    if (walk_b_.empty()) return false;
-    walk_a_.swap(walk_b_);
+    if (states_.size() >= kMaxStates) restart_states({&at, 1});
+    at = step(at, static_cast<uint8_t>(c));
+    if (at == kDead) return false;
   }
-  state.swap(walk_a_);
+  state = at;
   return true;
 }
 
@@ -166,16 +209,17 @@ bool GrammarMatcher::allows(TokenId token) {
 void GrammarMatcher::accept(TokenId token) {
   if (!ended_ && is_end_token(token) && can_end()) {
     ended_ = true;
-    heads_ = {kAccept};
+    std::vector<uint32_t> accept_only{kAccept};
+    state_ = intern_state(accept_only);
     return;
   }
   if (!allows(token) || is_end_token(token)) fail("grammar: token ", token, " is not allowed here");
-  heads_.swap(walk_result_);
+  state_ = walk_result_;
 }
 
 bool GrammarMatcher::accept_bytes(std::string_view bytes) {
   if (ended_ || !walk(bytes, walk_result_)) return false;
-  heads_.swap(walk_result_);
+  state_ = walk_result_;
   return true;
 }
 
@@ -183,35 +227,43 @@ template <typename Visit>
 void GrammarMatcher::visit_allowed(Visit visit) {
   if (can_end())
     for (TokenId t : end_tokens_)
-      if (t >= 0 && t < vocabulary_->n_vocab()) visit(t, nullptr);
+      if (t >= 0 && t < vocabulary_->n_vocab()) visit(t, kDead);
   // Depth-first over the trie; levels_[d] is the state after the first d bytes of the current
   // branch. A branch the grammar refuses is skipped whole.
-  const std::vector<GrammarVocabulary::TrieNode>& trie = vocabulary_->trie();
-  const std::vector<TokenId>& tokens = vocabulary_->trie_tokens();
-  levels_[0] = heads_;
-  for (size_t i = 1; i < trie.size();) {
+  // This loop runs once per trie node (a third of a million for a 150k-token vocabulary) and,
+  // in a string, hardly ever refuses a byte: it stays lean.
+  const GrammarVocabulary::TrieNode* const trie = vocabulary_->trie().data();
+  const size_t n_nodes = vocabulary_->trie().size();
+  const TokenId* const tokens = vocabulary_->trie_tokens().data();
+  uint32_t* const levels = levels_.data();
+  levels[0] = state_;
+  for (size_t i = 1; i < n_nodes;) {
     const GrammarVocabulary::TrieNode& node = trie[i];
-    std::vector<uint32_t>& state = levels_[node.depth];
-    advance(levels_[node.depth - 1], node.byte, state);
-    if (state.empty()) {
+    uint32_t state = transitions_[static_cast<size_t>(levels[node.depth - 1]) * 256 + node.byte];
+    if (state == kUnknown) {
+      if (states_.size() >= kMaxStates) restart_states({levels, node.depth});
+      state = add_transition(levels[node.depth - 1], node.byte);
+    }
+    if (state == kDead) {
       i = node.subtree_end;
       continue;
     }
+    levels[node.depth] = state;
     for (uint32_t k = node.tokens_begin; k < node.tokens_end; ++k)
-      if (!is_end_token(tokens[k])) visit(tokens[k], &state);
+      if (!end_tokens_in_trie_ || !is_end_token(tokens[k])) visit(tokens[k], state);
     ++i;
   }
 }
 
 const std::vector<uint64_t>& GrammarMatcher::allowed_tokens() {
   if (ended_) fail("grammar: the output has already ended");
-  if (auto it = mask_cache_.find(heads_); it != mask_cache_.end()) return it->second;
+  if (auto it = mask_cache_.find(state_); it != mask_cache_.end()) return it->second;
   if (mask_cache_.size() >= kMaxCachedMasks) mask_cache_.clear();
   std::vector<uint64_t> bits((static_cast<size_t>(vocabulary_->n_vocab()) + 63) / 64, 0);
-  visit_allowed([&](TokenId t, const std::vector<uint32_t>*) {
-    bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
-  });
-  return mask_cache_.emplace(heads_, std::move(bits)).first->second;
+  visit_allowed(
+      [&](TokenId t, uint32_t) { bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63); });
+  // state_ after the walk: restart_states may have renumbered it (and emptied the cache).
+  return mask_cache_.emplace(state_, std::move(bits)).first->second;
 }
 
 uint32_t GrammarMatcher::completion_bytes(uint32_t node) {
@@ -227,16 +279,27 @@ uint32_t GrammarMatcher::completion_bytes(uint32_t node) {
   return nodes_[node].completion_bytes;
 }
 
-int64_t GrammarMatcher::tokens_to_end(const std::vector<uint32_t>& state) {
-  if (ended_ || (state.size() == 1 && state[0] == kAccept)) return 0;
-  uint64_t bytes = kFarBytes;
-  for (uint32_t head : state)
-    bytes = std::min<uint64_t>(bytes, head == kAccept ? 0 : completion_bytes(head));
-  return static_cast<int64_t>(bytes) + 1;  // and the end token
+int64_t GrammarMatcher::tokens_to_end(uint32_t state) {
+  if (ended_) return 0;
+  const int64_t known = states_[state].tokens_to_end;
+  return known >= 0 ? known : add_tokens_to_end(state);
+}
+
+int64_t GrammarMatcher::add_tokens_to_end(uint32_t state) {
+  const std::vector<uint32_t>& heads = states_[state].heads;
+  int64_t n = 0;
+  if (heads.size() != 1 || heads[0] != kAccept) {
+    uint64_t bytes = kFarBytes;
+    for (uint32_t head : heads)
+      bytes = std::min<uint64_t>(bytes, head == kAccept ? 0 : completion_bytes(head));
+    n = static_cast<int64_t>(bytes) + 1;  // and the end token
+  }
+  states_[state].tokens_to_end = n;
+  return n;
 }
 
 int64_t GrammarMatcher::tokens_to_end() {
-  return tokens_to_end(heads_);
+  return tokens_to_end(state_);
 }
 
 bool GrammarMatcher::ends_within(TokenId token, int64_t tokens_left) {
@@ -253,8 +316,8 @@ std::vector<uint64_t> GrammarMatcher::allowed_tokens_within(int64_t tokens_left)
   for (int pass = 0; pass < 2 && !any; ++pass) {
     // The second pass, when no token fits the budget: the tokens that end the output soonest.
     const int64_t limit = pass == 0 ? tokens_left : soonest;
-    visit_allowed([&](TokenId t, const std::vector<uint32_t>* state) {
-      const int64_t cost = state ? tokens_to_end(*state) : 0;
+    visit_allowed([&](TokenId t, uint32_t state) {
+      const int64_t cost = state == kDead ? 0 : tokens_to_end(state);
       soonest = std::min(soonest, cost);
       if (cost > limit) return;
       bits[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);

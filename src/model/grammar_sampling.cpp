@@ -1,7 +1,6 @@
 #include "model/grammar_sampling.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "util/error.h"
 
@@ -11,18 +10,18 @@ TokenId sample_constrained(Sampler& sampler, GrammarMatcher& matcher, float* log
                            const std::vector<TokenId>& history, int64_t tokens_left) {
   std::vector<float>& raw = matcher.scratch_logits();
   raw.assign(logits, logits + n_logits);  // the sampler rewrites logits in place
-  // Samples again with the tokens outside `allowed` at -inf (in `raw`, so masks accumulate).
+  // Samples again from the raw logits, among the tokens in `allowed` only.
   const auto sample_from = [&](const std::vector<uint64_t>& allowed) {
     const int n_vocab = std::min(n_logits, matcher.n_vocab());
     bool any = false;
-    for (int t = 0; t < n_logits; ++t) {
-      const bool ok = t < n_vocab && ((allowed[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1);
-      if (!ok) raw[t] = -std::numeric_limits<float>::infinity();
-      any = any || ok;
+    for (int begin = 0; begin < n_vocab && !any; begin += 64) {
+      const int bits = std::min(64, n_vocab - begin);
+      const uint64_t word = allowed[static_cast<size_t>(begin) >> 6];
+      any = (bits == 64 ? word : word & ((uint64_t{1} << bits) - 1)) != 0;
     }
     if (!any) fail("grammar: no token of the vocabulary can continue the output here");
     std::copy(raw.begin(), raw.end(), logits);
-    return sampler.sample(logits, history);
+    return sampler.sample(logits, history, allowed);
   };
   TokenId token = sampler.sample(logits, history);
   if (!matcher.allows(token)) token = sample_from(matcher.allowed_tokens());

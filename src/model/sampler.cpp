@@ -1,6 +1,7 @@
 #include "model/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -79,7 +80,15 @@ Sampler::Sampler(SamplingParams params, int n_vocab)
 }
 
 TokenId Sampler::sample(float* logits, const std::vector<TokenId>& history) {
-  const TokenId token = pick(logits, history);
+  return counted(pick(logits, history, nullptr));
+}
+
+TokenId Sampler::sample(float* logits, const std::vector<TokenId>& history,
+                        const std::vector<uint64_t>& allowed) {
+  return counted(pick(logits, history, &allowed));
+}
+
+TokenId Sampler::counted(TokenId token) {
   if (params_.presence_penalty != 0 || params_.frequency_penalty != 0) ++generated_counts_[token];
   return token;
 }
@@ -121,21 +130,45 @@ void Sampler::apply_openai_adjustments(float* logits) const {
   }
 }
 
-TokenId Sampler::pick(float* logits, const std::vector<TokenId>& history) {
+TokenId Sampler::pick(float* logits, const std::vector<TokenId>& history,
+                      const std::vector<uint64_t>* allowed) {
   apply_repeat_penalty(logits, history);
   apply_openai_adjustments(logits);
 
-  if (params_.temperature <= 0) return argmax(logits, n_vocab_);
+  if (params_.temperature <= 0) {
+    if (allowed) {  // greedy is one pass over the vocabulary anyway
+      for (int i = 0; i < n_vocab_; ++i) {
+        const size_t word = static_cast<size_t>(i) >> 6;
+        if (word >= allowed->size() || !(((*allowed)[word] >> (i & 63)) & 1)) logits[i] = kNegInf;
+      }
+    }
+    return argmax(logits, n_vocab_);
+  }
 
   candidates_.clear();
-  for (int i = 0; i < n_vocab_; ++i) candidates_.emplace_back(sanitize(logits[i]), i);
+  if (allowed) {
+    // A refused token is one at -inf: weight 0, which no filter keeps and no draw picks, and 0
+    // added to every sum. Leaving it out changes no token and makes the cost that of the allowed
+    // tokens, not of the vocabulary.
+    for (size_t word = 0; word < allowed->size(); ++word) {
+      for (uint64_t bits = (*allowed)[word]; bits != 0; bits &= bits - 1) {
+        const int i = static_cast<int>(word * 64) + std::countr_zero(bits);
+        if (i >= n_vocab_) break;
+        candidates_.emplace_back(sanitize(logits[i]), i);
+      }
+    }
+    if (candidates_.empty()) fail("sampler: every logit is -inf or NaN");
+  } else {
+    for (int i = 0; i < n_vocab_; ++i) candidates_.emplace_back(sanitize(logits[i]), i);
+  }
 
   // Top-k keeps the k best in order (partial sort, O(n log k)); min-p needs no order.
   const bool top_k_on = params_.top_k > 0 && params_.top_k < n_vocab_;
   const bool top_p_on = params_.top_p < 1.0f;
   bool sorted = false;
   if (top_k_on) {
-    const auto kth = candidates_.begin() + params_.top_k;
+    const auto kth =
+        candidates_.begin() + std::min<std::ptrdiff_t>(params_.top_k, std::ssize(candidates_));
     std::partial_sort(candidates_.begin(), kth, candidates_.end(), ranks_before);
     candidates_.erase(kth, candidates_.end());
     sorted = true;

@@ -38,10 +38,17 @@ class Sampler {
   Sampler(SamplingParams params, int n_vocab);
   // `logits` (n_vocab) may be modified. `history` = prompt + generated tokens so far.
   TokenId sample(float* logits, const std::vector<TokenId>& history);
+  // The token sample() draws when every token outside `allowed` (bit t of word t / 64; tokens
+  // past its end are outside) is at -inf, at the cost of the allowed tokens rather than of the
+  // vocabulary: constrained decoding samples again among the few tokens a grammar allows.
+  TokenId sample(float* logits, const std::vector<TokenId>& history,
+                 const std::vector<uint64_t>& allowed);
   const SamplingParams& params() const { return params_; }
 
  private:
-  TokenId pick(float* logits, const std::vector<TokenId>& history);
+  TokenId counted(TokenId token);  // for the presence/frequency penalties
+  TokenId pick(float* logits, const std::vector<TokenId>& history,
+               const std::vector<uint64_t>* allowed);
   void apply_repeat_penalty(float* logits, const std::vector<TokenId>& history);
   void apply_openai_adjustments(float* logits) const;
 

@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
+#include "grammar_walk.h"
 #include "model/grammar_matcher.h"
 #include "model/grammar_sampling.h"
+#include "model/json_schema_grammar.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -41,6 +44,30 @@ GrammarMatcher matcher_for(const std::string& gbnf) {
 bool matches(const std::string& gbnf, const std::string& text) {
   GrammarMatcher m = matcher_for(gbnf);
   return m.accept_bytes(text) && m.can_end();
+}
+
+bool bit(const std::vector<uint64_t>& bits, TokenId t) {
+  return (bits[static_cast<size_t>(t) >> 6] >> (t & 63)) & 1;
+}
+
+// Every answer of `live` (a matcher that has come a long way: its memo of states and masks is
+// full of other states) equals that of `fresh` (the same output, fed in one go to a new one).
+void expect_same_answers(GrammarMatcher& live, GrammarMatcher& fresh, const std::string& at) {
+  ASSERT_EQ(live.can_end(), fresh.can_end()) << at;
+  ASSERT_EQ(live.is_complete(), fresh.is_complete()) << at;
+  const int64_t to_end = fresh.tokens_to_end();
+  ASSERT_EQ(live.tokens_to_end(), to_end) << at;
+  if (fresh.is_complete()) return;
+  ASSERT_EQ(live.allowed_tokens(), fresh.allowed_tokens()) << at;
+  for (TokenId t = 0; t < fresh.n_vocab(); ++t) {
+    ASSERT_EQ(live.allows(t), bit(fresh.allowed_tokens(), t)) << at << " token " << t;
+    if (fresh.allows(t)) {
+      ASSERT_EQ(live.ends_within(t, to_end), fresh.ends_within(t, to_end)) << at << " token " << t;
+    }
+  }
+  for (const int64_t left : {int64_t{0}, to_end - 2, to_end - 1, to_end, to_end + 3})
+    ASSERT_EQ(live.allowed_tokens_within(left), fresh.allowed_tokens_within(left))
+        << at << " tokens left " << left;
 }
 
 std::string error_of(const std::string& gbnf) {
@@ -207,6 +234,57 @@ TEST(GrammarMatcher, MaskEqualsTokenByTokenCheck) {
       EXPECT_EQ(in_mask, copy.allows(t)) << "prefix '" << prefix << "' token " << t;
     }
   }
+}
+
+// The matcher memoizes its states, their byte transitions and their tokens_to_end: along random
+// documents of a real schema, fed a few bytes at a time, every answer equals that of a matcher
+// that starts from nothing at that point.
+TEST(GrammarMatcher, MemoizedAnswersEqualFreshOnesAlongRandomDocuments) {
+  const auto grammar = compile_json_schema(nlohmann::ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 6},
+      "age": {"type": "integer"},
+      "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+      "home": {"type": "object", "properties": {"city": {"type": "string"}}},
+      "active": {"type": "boolean"}
+    },
+    "required": ["name", "age"]
+  })"));
+  testing::GrammarWalk walk(*grammar);
+  std::mt19937_64 rng(17);
+  for (int document = 0; document < 6; ++document) {
+    const std::string text = walk.sentence(rng);
+    GrammarMatcher live(grammar, byte_vocabulary(), {0});
+    for (size_t at = 0; at < text.size();) {
+      GrammarMatcher fresh(grammar, byte_vocabulary(), {0});
+      ASSERT_TRUE(fresh.accept_bytes(text.substr(0, at)));
+      expect_same_answers(live, fresh, text.substr(0, at));
+      const size_t n = std::min<size_t>(1 + rng() % 3, text.size() - at);
+      ASSERT_TRUE(live.accept_bytes(text.substr(at, n))) << text;
+      at += n;
+    }
+    EXPECT_TRUE(live.can_end()) << text;
+  }
+}
+
+// More states than the memo holds (4096; each of 9000 positions in the string is one): it starts
+// again from the current state, twice, and the answers stay those of a fresh matcher.
+TEST(GrammarMatcher, TheStateMemoStartsAgainWithoutChangingAnswers) {
+  const auto grammar = compile_gbnf("root ::= [a-c]{0,9000} \".\"\n");
+  GrammarMatcher live(grammar, byte_vocabulary(), {0});
+  for (int n = 0; n < 9000; ++n) {
+    live.allowed_tokens();  // a walk of the trie: states for the next few positions too
+    if (n % 2000 == 1999 || n == 8999) {
+      GrammarMatcher fresh(grammar, byte_vocabulary(), {0});
+      ASSERT_TRUE(fresh.accept_bytes(std::string(static_cast<size_t>(n), 'a')));
+      expect_same_answers(live, fresh, std::to_string(n) + " a");
+    }
+    live.accept(1 + 'a');
+  }
+  EXPECT_FALSE(live.allows(1 + 'a'));
+  live.accept(1 + '.');
+  EXPECT_TRUE(live.is_complete());
 }
 
 TEST(GrammarMatcher, TokensToEndCountTheShortestCompletionAndTheEndToken) {

@@ -251,6 +251,49 @@ TEST(Sampler, MaskedLogitsNeverSampled) {
   EXPECT_FALSE(counts.count(2));
 }
 
+// Sampling among the tokens of a bitset draws what sampling with the others at -inf draws, and
+// for top_k below the number of allowed tokens, what a sampler over those tokens alone draws.
+TEST(Sampler, SamplingAmongAllowedTokensDrawsLikeTheOthersAtMinusInfinity) {
+  const int n_vocab = 1000;
+  const std::vector<float> raw = random_logits(n_vocab, 5);
+  std::vector<uint64_t> allowed((n_vocab + 63) / 64, 0);
+  std::vector<float> masked(n_vocab, -kInf), kept;
+  std::vector<TokenId> kept_id;
+  std::mt19937_64 rng(6);
+  for (TokenId t = 0; t < n_vocab; ++t) {
+    if (rng() % 10 != 0) continue;
+    allowed[static_cast<size_t>(t) >> 6] |= uint64_t{1} << (t & 63);
+    masked[t] = raw[t];
+    kept.push_back(raw[t]);
+    kept_id.push_back(t);
+  }
+  ASSERT_GT(kept.size(), 40u);
+  struct Filters {
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+  };
+  for (const Filters f :
+       {Filters{0.8f, 0, 1.0f, 0.0f}, Filters{0.8f, 0, 0.9f, 0.0f}, Filters{0.8f, 0, 1.0f, 0.1f},
+        Filters{0.8f, 5, 1.0f, 0.0f}, Filters{1.0f, 20, 0.95f, 0.05f},
+        Filters{1.0f, 500, 0.95f, 0.05f}, Filters{0.0f, 40, 0.95f, 0.05f}}) {
+    SamplingParams p = plain(f.temperature, 99);
+    p.top_k = f.top_k, p.top_p = f.top_p, p.min_p = f.min_p;
+    Sampler among(p, n_vocab), at_minus_inf(p, n_vocab), alone(p, static_cast<int>(kept.size()));
+    for (int i = 0; i < 200; ++i) {
+      std::vector<float> a = raw, b = masked, c = kept;
+      const TokenId token = among.sample(a.data(), {}, allowed);
+      ASSERT_EQ(token, at_minus_inf.sample(b.data(), {}))
+          << "top_k " << f.top_k << " top_p " << f.top_p << " min_p " << f.min_p << " draw " << i;
+      // At or above the number of allowed tokens, top_k sorts the masked vocabulary and not the
+      // allowed tokens alone: the same distribution, drawn in another order.
+      if (f.top_k < static_cast<int>(kept.size())) {
+        ASSERT_EQ(token, kept_id[alone.sample(c.data(), {})]) << "top_k " << f.top_k;
+      }
+    }
+  }
+}
+
 TEST(Sampler, LargeVocabTopPWithoutTopK) {
   // A Qwen-sized vocabulary where three tokens hold almost all the mass.
   const int n_vocab = 152064;
