@@ -155,6 +155,7 @@ TEST(L3Faults, AfterASigkillUnderASessionsLoadL3ServesEveryAcknowledgedPage) {
       EXPECT_EQ(text_of(answer), expected[i]) << "session " << i;
       pages += reusable(answer) / 16;
     }
+    wait_metric(server.port(), kPages, pages);  // see `spilled` in the next test
     wait_all_spilled(server);
     acknowledged = metric(server.port(), kPages);
     ASSERT_GE(acknowledged, pages) << server.log();
@@ -216,10 +217,12 @@ TEST(L3Faults, DamageToTheL3FilesWhileServingIsDetectedAndAnswersStayCorrect) {
     pages = reusable(answer) / 16;
     return disk_tokens(answer);
   };
-  // Until the prompt's pages have left L2 for L3 (idle), so that the next ask reads them.
+  // Until the prompt's pages have left L2 for L3 (idle), so that the next ask reads them. The L3
+  // page count is waited for first: right after an answer /metrics may not show its pages in L2
+  // yet, and "L2 empty, no write in flight" would hold before the spill began.
   const auto spilled = [&] {
+    EXPECT_GE(wait_metric(port, kPages, pages), pages);
     wait_all_spilled(server);
-    EXPECT_GE(metric(port, kPages), pages);
   };
   EXPECT_EQ(ask(), 0);
   spilled();
