@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "kernels/repack.h"
 #include "util/thread_pool.h"
 
 namespace k25 {
@@ -24,11 +25,13 @@ namespace {
 using bench::next_random;
 using bench::pool_of;
 
-// Random weight bytes with valid, small scales. Decode cycles through enough copies that the
-// weights come from DRAM, not from the 32 MiB L3, as they do in a real model.
+// Random weight bytes with valid, small scales, repacked as a model's weights are at load where
+// the kernel set repacks their type. Decode cycles through enough copies that the weights come
+// from DRAM, not from the 32 MiB L3, as they do in a real model.
 struct WeightSet {
   std::vector<std::vector<uint8_t>> copies;
   std::vector<TensorView> views;
+  std::vector<PackedMatrix> packed;  // owns views[i].packed
 };
 
 WeightSet make_weights(DType type, int64_t rows, int64_t cols, size_t min_total_bytes) {
@@ -63,6 +66,11 @@ WeightSet make_weights(DType type, int64_t rows, int64_t cols, size_t min_total_
     v.data = c.data();
     v.bytes = c.size();
     set.views.push_back(v);
+  }
+  if (repack_supported(type)) {
+    std::vector<TensorView*> views;
+    for (TensorView& v : set.views) views.push_back(&v);
+    set.packed = repack_matrices(views, 2);
   }
   return set;
 }

@@ -1,6 +1,7 @@
-// Q8_0 / Q4_0 weight matrices repacked for the AVX-512 VNNI matmul kernels: groups of 16 rows
-// interleaved in 4-byte pieces, so one 512-bit dpbusd advances the dots of 16 rows with a token
-// at once and every lane ends up holding the whole integer dot of one row.
+// Q8_0 / Q4_0 weight matrices repacked for the SIMD matmul kernels (every set but the scalar
+// one): groups of 16 rows interleaved in 4-byte pieces, so one 512-bit dpbusd advances the dots
+// of 16 rows with a token at once (a 256-bit step those of 8: each half of a piece) and every
+// lane ends up holding the whole integer dot of one row.
 //
 // Layout of a repacked matrix: group g (rows [16g, 16g + 16)) starts at
 // g * packed_group_bytes(type, cols). Within a group, block b's quants take packed_quant_bytes
@@ -49,8 +50,9 @@ class PackedMatrix {
 
 // A kernel set's own files call its entries instead (kernels/set/set_entries.h).
 #if !defined(K25_BUILDING_KERNEL_SET)
-// Whether the active kernel set's matmul runs on repacked weights of this type (the AVX-512 set,
-// Q8_0 and Q4_0). Elsewhere nothing is repacked and matmul reads the weights as they are.
+// Whether the active kernel set's matmul runs on repacked weights of this type (Q8_0 and Q4_0
+// on every set but the scalar one). Elsewhere nothing is repacked and matmul reads the weights
+// as they are.
 bool repack_supported(DType type);
 #endif
 

@@ -1,5 +1,5 @@
 // Repacking Q8_0 / Q4_0 matrices into the interleaved layout of kernels/repack.h, on the kernel
-// sets whose matmul reads it (AVX-512 VNNI).
+// sets whose matmul reads it (all but the scalar one).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -28,7 +28,7 @@ bool repack_supported(DType type) {
 #if defined(K25_MATMUL_PACKED)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
 // -Wmaybe-uninitialized reports at every use.
-#if defined(__GNUC__) && !defined(__clang__)
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
@@ -70,10 +70,11 @@ template <DType D>
 void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t n_blocks,
                        uint8_t* quants, uint16_t* scales) {
   constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
+  const uint8_t* group = w + r0 * w_row_bytes;
+#if defined(__AVX512F__)
   const __m512i rows =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(w_row_bytes)));
-  const uint8_t* group = w + r0 * w_row_bytes;
   const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(0x80) : 0);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = group + b * sizeof(Block<D>);
@@ -87,6 +88,28 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales + b * kPackedGroupRows),
                         _mm512_cvtepi32_epi16(d));
   }
+#else
+  // Rows 0..7 and 8..15 of the group: two gathers per piece.
+  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                          _mm256_set1_epi32(static_cast<int32_t>(w_row_bytes)));
+  const __m256i offset = _mm256_set1_epi8(D == DType::Q8_0 ? static_cast<char>(0x80) : 0);
+  const uint8_t* upper = group + 8 * w_row_bytes;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const size_t at = b * sizeof(Block<D>);
+    uint8_t* out = quants + b * kQuantBytes;
+    for (size_t k = 0; k < kQuantBytes / 64; ++k) {
+      const auto* lo = reinterpret_cast<const int*>(group + at + 2 + 4 * k);
+      const auto* hi = reinterpret_cast<const int*>(upper + at + 2 + 4 * k);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * k),
+                         _mm256_xor_si256(_mm256_i32gather_epi32(lo, rows, 1), offset));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * k + 32),
+                         _mm256_xor_si256(_mm256_i32gather_epi32(hi, rows, 1), offset));
+    }
+    for (int i = 0; i < kPackedGroupRows; ++i) {
+      std::memcpy(scales + b * kPackedGroupRows + i, group + i * w_row_bytes + at, 2);
+    }
+  }
+#endif
 }
 
 template <DType D>

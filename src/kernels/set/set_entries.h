@@ -6,8 +6,9 @@
 #include "kernels/kernel_table.h"
 #include "kernels/set/kernel_set_namespace.h"
 
-// The sets whose matmul reads Q8_0 / Q4_0 weights repacked in groups of 16 rows (repack.h).
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+// The sets whose matmul reads Q8_0 / Q4_0 weights repacked in groups of 16 rows (repack.h):
+// all but the scalar one.
+#if defined(__AVX2__)
 #define K25_MATMUL_PACKED 1
 #endif
 

@@ -1,0 +1,213 @@
+// The 256-bit packed matmul tiles (the avx2 and avxvnni sets), included by matmul.cpp inside its
+// namespace after PackedGroup. A group's 16 rows are two halves of 8: the 32 bytes at offset 32h
+// of every 64-byte piece hold 4 quants of each row of half h, so one 256-bit vector of quants
+// advances the dots of 8 rows with one token, and each lane ends up with a whole row's integer
+// dot: one float conversion and scale then serve 8 rows.
+//
+// The integer step for 4 quants of 8 rows with one token:
+// - AVX-VNNI: dpbusd on the stored unsigned quants (Q8_0 offset by +128; the activations' bias
+//   removes 128 * sum(x), or 8 * sum(x) for Q4_0).
+// - AVX2, Q8_0: the sign trick (|w| unsigned times x with w's sign, maddubs then madd), exact:
+//   a pair of products is at most 2 * 128 * 127 < 2^15.
+// - AVX2, Q4_0: maddubs of the nibbles (0..15) with x, summed in 16 bits over the whole block
+//   (16 products of at most 15 * 127 per lane, < 2^15) and widened once per block: half the
+//   multiplies of the sign trick.
+// Every token takes the same integer and float steps in every tile size and in decode, so a
+// token's result does not depend on the rest of the batch.
+
+constexpr int kPackTokens = 4;
+constexpr int kPackMinTokens = 16;
+constexpr int kHalfRows = 8;
+
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// The quants of one piece of one half, prepared once for every token that uses them.
+template <QKind K>
+struct HalfPiece;
+
+template <>
+struct HalfPiece<QKind::kQ8> {
+  __m256i w;  // VNNI: the stored unsigned quants. AVX2: their absolute values.
+#if !defined(K25_MATMUL_VNNI)
+  __m256i sign;  // AVX2: the signed quants, whose signs move onto x
+#endif
+  explicit HalfPiece(const uint8_t* p) {
+    const __m256i stored = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+#if defined(K25_MATMUL_VNNI)
+    w = stored;
+#else
+    sign = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
+    w = _mm256_abs_epi8(sign);
+#endif
+  }
+  // dot + the products of these quants with the 4 quants of x at xb (per row).
+  __m256i step(__m256i dot, const int8_t* xb) const {
+    const __m256i x = broadcast4(xb);
+#if defined(K25_MATMUL_VNNI)
+    return K25_DPBUSD256(dot, w, x);
+#else
+    const __m256i pairs = _mm256_maddubs_epi16(w, _mm256_sign_epi8(x, sign));
+    return _mm256_add_epi32(dot, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+#endif
+  }
+};
+
+// Q4_0: a piece's low nibbles are quants 4k..4k+3 of the block, its high nibbles 16+4k..16+4k+3.
+template <>
+struct HalfPiece<QKind::kQ4> {
+  __m256i lo, hi;
+  explicit HalfPiece(const uint8_t* p) {
+    const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    lo = _mm256_and_si256(v, low4);
+    hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+  }
+#if defined(K25_MATMUL_VNNI)
+  __m256i step(__m256i dot, const int8_t* xb, int k) const {
+    return K25_DPBUSD256(K25_DPBUSD256(dot, lo, broadcast4(xb + 4 * k)), hi,
+                         broadcast4(xb + 16 + 4 * k));
+  }
+#else
+  // 16-bit partial sums of a block (see the top of this file).
+  __m256i step16(__m256i sum16, const int8_t* xb, int k) const {
+    const __m256i a = _mm256_maddubs_epi16(lo, broadcast4(xb + 4 * k));
+    const __m256i b = _mm256_maddubs_epi16(hi, broadcast4(xb + 16 + 4 * k));
+    return _mm256_add_epi16(sum16, _mm256_add_epi16(a, b));
+  }
+#endif
+};
+
+// The integer dots (plus each token's bias) of block b of one half with tokens [0, T) of xq.
+template <QKind K, int T>
+inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int8_t* xq,
+                            int64_t x_stride, const int32_t* bias, __m256i dot[T]) {
+  const uint8_t* w = p.quants + b * p.quant_bytes + kHalfRows * 4 * half;
+  const int8_t* xb = xq + 32 * b;
+  if constexpr (K == QKind::kQ8) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) dot[t] = _mm256_set1_epi32(bias[t]);
+    K25_UNROLL8
+    for (int k = 0; k < 8; ++k) {
+      const HalfPiece<K> piece(w + 64 * k);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) dot[t] = piece.step(dot[t], xb + t * x_stride + 4 * k);
+    }
+  } else {
+#if defined(K25_MATMUL_VNNI)
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) dot[t] = _mm256_set1_epi32(bias[t]);
+    K25_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const HalfPiece<K> piece(w + 64 * k);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) dot[t] = piece.step(dot[t], xb + t * x_stride, k);
+    }
+#else
+    __m256i sum16[T];
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) sum16[t] = _mm256_setzero_si256();
+    K25_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const HalfPiece<K> piece(w + 64 * k);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) sum16[t] = piece.step16(sum16[t], xb + t * x_stride, k);
+    }
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      dot[t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[t], _mm256_set1_epi16(1)),
+                                _mm256_set1_epi32(bias[t]));
+    }
+#endif
+  }
+}
+
+// d_w of the 8 rows of one half times d_x of one token.
+inline __m256 half_block_scale(const PackedGroup& p, int half, int64_t b, float dx) {
+  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
+      reinterpret_cast<const __m128i*>(p.scales + b * kGroupRows + kHalfRows * half)));
+  return _mm256_mul_ps(dw, _mm256_set1_ps(dx));
+}
+
+// Stores the first `valid` (<= 8, may be <= 0) lanes of v at y.
+inline void store_rows(float* y, __m256 v, int valid) {
+  if (valid >= kHalfRows) {
+    _mm256_storeu_ps(y, v);
+  } else if (valid > 0) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lanes), v);
+  }
+}
+
+// y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T),
+// one half at a time (both halves' accumulators would not fit in 16 registers).
+template <QKind K, int T>
+void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y, int64_t y_stride,
+                 int valid_rows) {
+  const int8_t* xq = a.q + t0 * a.cols;
+  for (int half = 0; half < 2; ++half) {
+    if (valid_rows <= kHalfRows * half) break;
+    __m256 acc[T];
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < a.n_blocks; ++b) {
+      __m256i dot[T];
+      half_block_dots<K, T>(p, half, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
+      const float* dx = a.d + b * a.n_tokens + t0;
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), half_block_scale(p, half, b, dx[t]),
+                                 acc[t]);
+      }
+    }
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      store_rows(y + (t0 + t) * y_stride + kHalfRows * half, acc[t], valid_rows - kHalfRows * half);
+    }
+  }
+}
+
+// Decode (one token): both halves in one pass over the group, so the group is read once as one
+// sequential stream, with a software prefetch into L2 kPrefetchBytes ahead; the float steps of
+// each row are those of packed_tile.
+constexpr size_t kPrefetchBytes = 16384;
+template <QKind K>
+void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
+                        int64_t y_stride, int valid_rows) {
+  const int8_t* xq = a.q + t0 * a.cols;
+  __m256 acc0 = _mm256_setzero_ps();
+  __m256 acc1 = _mm256_setzero_ps();
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    const uint8_t* ahead = p.quants + b * p.quant_bytes + kPrefetchBytes;
+    for (size_t i = 0; i < p.quant_bytes; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T1);
+    }
+    const int32_t* bias = a.bias + b * a.n_tokens + t0;
+    const float dx = a.d[b * a.n_tokens + t0];
+    __m256i dot0[1], dot1[1];
+    half_block_dots<K, 1>(p, 0, b, xq, a.cols, bias, dot0);
+    half_block_dots<K, 1>(p, 1, b, xq, a.cols, bias, dot1);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[0]), half_block_scale(p, 0, b, dx), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[0]), half_block_scale(p, 1, b, dx), acc1);
+  }
+  store_rows(y + t0 * y_stride, acc0, valid_rows);
+  store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
+}
+
+using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
+template <QKind K>
+constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
+  return {&packed_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>};
+}
+
+// The activations' bias per block: the whole correction for the weights' unsigned offset.
+constexpr int32_t packed_bias_multiplier(QKind kind) {
+#if defined(K25_MATMUL_VNNI)
+  return kind == QKind::kQ8 ? 128 : 8;
+#else
+  return kind == QKind::kQ8 ? 0 : 8;
+#endif
+}
