@@ -397,6 +397,8 @@ void parallel_rows(ThreadPool& pool, int64_t rows, int64_t chunk, const Body& bo
 #if defined(K25_MATMUL_PACKED)
 
 constexpr int kGroupRows = kPackedGroupRows;
+// Below this many tokens, weights that were not repacked at load are read as they are.
+constexpr int kPackMinTokens = 16;
 
 #define K25_UNROLL8 _Pragma("GCC unroll 8")
 

@@ -16,7 +16,6 @@
 // token's result does not depend on the rest of the batch.
 
 constexpr int kPackTokens = 4;
-constexpr int kPackMinTokens = 16;
 constexpr int kHalfRows = 8;
 
 inline __m256i broadcast4(const int8_t* p) {
@@ -125,11 +124,10 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
   }
 }
 
-// d_w of the 8 rows of one half times d_x of one token.
-inline __m256 half_block_scale(const PackedGroup& p, int half, int64_t b, float dx) {
-  const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(
+// d_w of the 8 rows of one half.
+inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(
       reinterpret_cast<const __m128i*>(p.scales + b * kGroupRows + kHalfRows * half)));
-  return _mm256_mul_ps(dw, _mm256_set1_ps(dx));
 }
 
 // Stores the first `valid` (<= 8, may be <= 0) lanes of v at y.
@@ -157,10 +155,11 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
       __m256i dot[T];
       half_block_dots<K, T>(p, half, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
       const float* dx = a.d + b * a.n_tokens + t0;
+      const __m256 dw = half_block_dw(p, half, b);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]), half_block_scale(p, half, b, dx[t]),
-                                 acc[t]);
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]),
+                                 _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[t]);
       }
     }
     K25_UNROLL
@@ -190,8 +189,11 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     __m256i dot0[1], dot1[1];
     half_block_dots<K, 1>(p, 0, b, xq, a.cols, bias, dot0);
     half_block_dots<K, 1>(p, 1, b, xq, a.cols, bias, dot1);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[0]), half_block_scale(p, 0, b, dx), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[0]), half_block_scale(p, 1, b, dx), acc1);
+    const __m256 x_scale = _mm256_set1_ps(dx);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[0]),
+                           _mm256_mul_ps(half_block_dw(p, 0, b), x_scale), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[0]),
+                           _mm256_mul_ps(half_block_dw(p, 1, b), x_scale), acc1);
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);

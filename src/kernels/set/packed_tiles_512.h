@@ -7,7 +7,6 @@
 #endif
 
 constexpr int kPackTokens = 8;
-constexpr int kPackMinTokens = 16;
 
 inline __m512i broadcast4(const int8_t* p) {
   int32_t v;
