@@ -18,12 +18,16 @@ struct KvSpan {
 };
 
 // One query: a head_dim vector that attends to positions [first, n_pos), written to out (first > 0
-// for a sliding-window layer: the positions before its window are not attended to).
+// for a sliding-window layer: the positions before its window are not attended to). When `stats`
+// is set, stats[0] gets the largest scaled score of the window and stats[1] the sum of
+// exp(score - stats[0]) over it: what merging this output with the same query's outputs over
+// other position ranges needs (each output is normalised over its own range).
 struct AttentionQuery {
   const float* q;
   int n_pos;
   float* out;
   int first = 0;
+  float* stats = nullptr;
 };
 
 // A kernel set's own files call its entries instead (kernels/set/set_entries.h).

@@ -8,6 +8,7 @@
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
+#include "model/attention_split.h"
 #include "util/error.h"
 
 namespace k25 {
@@ -192,11 +193,13 @@ void Transformer::add_residual(const std::vector<float>& post_norm, int n) {
 
 // Causal attention of every (token, head) pair over its own sequence's positions 0..pos, or the
 // last sliding_window of them on a sliding-window layer (older positions may still be cached, they
-// are just not read). A task
-// is one KV head with the query heads that share it, for up to kQueriesPerTask / group
-// consecutive tokens of one sequence, so attend_queries reads each cached key and value once for
-// all of them (a prefill chunk's tokens share their sequence's cache). Threads take tasks from
-// the most expensive down, so long and short contexts in one batch spread evenly.
+// are just not read). A task is one KV head with the query heads that share it, for up to
+// kQueriesPerTask / group consecutive tokens of one sequence, over one chunk of positions
+// (attention_split.h), so attend_queries reads each cached key and value once for all of them (a
+// prefill chunk's tokens share their sequence's cache). A token whose window spans several chunks
+// gets a partial output per chunk, merged at the end: at long context even one token of a model
+// with one KV head keeps every thread busy. Threads take tasks from the most expensive down, so
+// long and short contexts in one batch spread evenly.
 void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
                          ThreadPool& pool, const ComputePlan* plan) {
   const ModelConfig& c = model_.config;
@@ -209,12 +212,14 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
   const auto first_pos = [&](int t) {
     return window > 0 ? std::max(0, batch[t].pos - window + 1) : 0;
   };
+  const auto first_chunk = [&](int t) { return attention_chunk_of(first_pos(t)); };
+  const auto last_chunk = [&](int t) { return attention_chunk_of(batch[t].pos); };
   const KvDtype dtype = kv.dtype();
   const size_t element_bytes = kv_dtype_bytes(dtype);
   constexpr int kQueriesPerTask = 48;
   const int tokens_per_task = std::max(1, kQueriesPerTask / group);
   struct Task {
-    int t0, t1, kv_head;
+    int t0, t1, kv_head, chunk;
     int64_t cost;  // query-key products
   };
   const auto head_on = [&](int h) { return plan == nullptr || plan->head(layer, h); };
@@ -235,15 +240,38 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     }
     if (any) kv_heads.push_back(g);
   }
+  // Partial outputs of the tokens over several chunks: token t's part i of head h is slot
+  // part_base[t] + h * n_parts + i (hd floats in parts_, 2 stats in part_stats_).
+  std::vector<int> part_base(n, -1);
+  int n_slots = 0;
+  for (int t = 0; t < n; ++t) {
+    const int n_parts = last_chunk(t) - first_chunk(t) + 1;
+    if (n_parts > 1) {
+      part_base[t] = n_slots;
+      n_slots += c.n_heads * n_parts;
+    }
+  }
+  parts_.resize(static_cast<size_t>(n_slots) * hd);
+  part_stats_.resize(static_cast<size_t>(n_slots) * 2);
+
   std::vector<Task> tasks;
   int64_t work = 0;
   for (int t0 = 0; t0 < n;) {
     int t1 = t0 + 1;
     while (t1 < n && t1 - t0 < tokens_per_task && batch[t1].seq == batch[t0].seq) ++t1;
-    int64_t cost = 0;
-    for (int t = t0; t < t1; ++t) cost += batch[t].pos + 1 - first_pos(t);
-    for (int g : kv_heads) tasks.push_back({t0, t1, g, cost});
-    work += cost * active_q_dim;
+    int c0 = first_chunk(t0), c1 = last_chunk(t0);
+    for (int t = t0; t < t1; ++t)
+      c0 = std::min(c0, first_chunk(t)), c1 = std::max(c1, last_chunk(t));
+    for (int chunk = c0; chunk <= c1; ++chunk) {
+      const int lo = chunk * kAttentionChunk, hi = lo + kAttentionChunk;
+      int64_t cost = 0;
+      for (int t = t0; t < t1; ++t) {
+        cost += std::max(0, std::min(batch[t].pos + 1, hi) - std::max(first_pos(t), lo));
+      }
+      if (cost == 0) continue;
+      for (int g : kv_heads) tasks.push_back({t0, t1, g, chunk, cost});
+      work += cost * active_q_dim;
+    }
     t0 = t1;
   }
   std::stable_sort(tasks.begin(), tasks.end(),
@@ -260,17 +288,30 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
       const Task& task = tasks[i];
       const int seq = batch[task.t0].seq;
       const size_t head_offset = static_cast<size_t>(task.kv_head) * hd * element_bytes;
+      const int lo = task.chunk * kAttentionChunk, hi = lo + kAttentionChunk;
+      // The part of token t's window inside this task's chunk.
+      const auto begin = [&](int t) { return std::max(first_pos(t), lo); };
+      const auto end = [&](int t) { return std::min(batch[t].pos + 1, hi); };
       // Positions count from the first one any of the task's queries attends to.
-      int origin = first_pos(task.t0), n_pos = 0;
-      for (int t = task.t0; t < task.t1; ++t) origin = std::min(origin, first_pos(t));
+      int origin = hi, n_pos = 0;
+      for (int t = task.t0; t < task.t1; ++t) {
+        if (begin(t) < end(t)) origin = std::min(origin, begin(t)), n_pos = std::max(n_pos, end(t));
+      }
       queries.clear();
       for (int t = task.t0; t < task.t1; ++t) {
-        n_pos = std::max(n_pos, batch[t].pos + 1);
+        if (begin(t) >= end(t)) continue;
+        const int n_parts = last_chunk(t) - first_chunk(t) + 1;
         for (int h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
           if (!head_on(h)) continue;
           const size_t off = static_cast<size_t>(t) * q_dim + h * hd;
-          queries.push_back({q_.data() + off, batch[t].pos + 1 - origin, attn_.data() + off,
-                             first_pos(t) - origin});
+          AttentionQuery query{q_.data() + off, end(t) - origin, attn_.data() + off,
+                               begin(t) - origin};
+          if (n_parts > 1) {
+            const size_t slot = part_base[t] + h * n_parts + (task.chunk - first_chunk(t));
+            query.out = parts_.data() + slot * hd;
+            query.stats = part_stats_.data() + slot * 2;
+          }
+          queries.push_back(query);
         }
       }
       spans.clear();
@@ -290,6 +331,16 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     run(0);
   } else {
     pool.run(run);
+  }
+  for (int t = 0; t < n; ++t) {
+    if (part_base[t] < 0) continue;
+    const int n_parts = last_chunk(t) - first_chunk(t) + 1;
+    for (int h = 0; h < c.n_heads; ++h) {
+      if (!head_on(h)) continue;
+      const size_t slot = part_base[t] + h * n_parts;
+      merge_attention_parts(parts_.data() + slot * hd, part_stats_.data() + slot * 2, n_parts, hd,
+                            attn_.data() + static_cast<size_t>(t) * q_dim + h * hd);
+    }
   }
 }
 

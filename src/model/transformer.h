@@ -48,6 +48,8 @@ class Transformer final : public Model {
   // Activations, reused across calls (forward is not reentrant).
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, cos_sin_;
   std::vector<std::vector<float>> scores_;  // per thread
+  // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
+  std::vector<float> parts_, part_stats_;
   MoeFfn moe_ffn_;
 };
 

@@ -1,6 +1,7 @@
 // attend_queries against a double-precision softmax attention, for head sizes on the blocked
-// AVX-512 path (multiples of 64) and off it, query counts around the 4-query blocks, key counts
-// around the 4-key blocks, different causal limits per query and the cache split into spans.
+// paths (multiples of 64 on AVX-512, of 16 on AVX2) and off them, query counts around the 4-query
+// blocks, key counts around the 2- and 4-key blocks, different causal limits per query and the
+// cache split into spans; and partial outputs over position ranges merged (attention_split.h).
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "model/attention_split.h"
 
 namespace k25 {
 namespace {
@@ -51,19 +54,12 @@ std::vector<KvSpan> spans_of(const Case& c, int n_cached, int span_len) {
   return spans;
 }
 
-void check_case(const Case& c, int n_cached, int span_len) {
+// Every query's output in double precision: softmax(q . k * scale) over [first, n_pos) times v.
+std::vector<double> reference_outputs(const Case& c) {
   const int hd = c.head_dim;
   const int n_queries = static_cast<int>(c.n_pos.size());
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  std::vector<float> out(static_cast<size_t>(n_queries) * hd, NAN);
-  std::vector<AttentionQuery> queries;
-  for (int i = 0; i < n_queries; ++i) {
-    queries.push_back({c.q.data() + i * hd, c.n_pos[i], out.data() + i * hd, c.first[i]});
-  }
-  const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
-  std::vector<float> scratch;
-  attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
-                 c.kv_stride, hd, scale, scratch);
+  const double scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<double> out(static_cast<size_t>(n_queries) * hd);
   for (int i = 0; i < n_queries; ++i) {
     std::vector<double> w(c.n_pos[i], 0.0);
     double max = -INFINITY;
@@ -79,7 +75,29 @@ void check_case(const Case& c, int n_cached, int span_len) {
       double ref = 0.0;
       for (int p = c.first[i]; p < c.n_pos[i]; ++p)
         ref += w[p] / sum * c.values[p * c.kv_stride + d];
-      ASSERT_NEAR(out[i * hd + d], ref, 2e-5)
+      out[static_cast<size_t>(i) * hd + d] = ref;
+    }
+  }
+  return out;
+}
+
+void check_case(const Case& c, int n_cached, int span_len) {
+  const int hd = c.head_dim;
+  const int n_queries = static_cast<int>(c.n_pos.size());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> out(static_cast<size_t>(n_queries) * hd, NAN);
+  std::vector<AttentionQuery> queries;
+  for (int i = 0; i < n_queries; ++i) {
+    queries.push_back({c.q.data() + i * hd, c.n_pos[i], out.data() + i * hd, c.first[i]});
+  }
+  const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+  std::vector<float> scratch;
+  attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                 c.kv_stride, hd, scale, scratch);
+  const std::vector<double> want = reference_outputs(c);
+  for (int i = 0; i < n_queries; ++i) {
+    for (int d = 0; d < hd; ++d) {
+      ASSERT_NEAR(out[i * hd + d], want[i * hd + d], 2e-5)
           << "head_dim " << hd << " cached " << n_cached << " span " << span_len << " query " << i
           << " of " << n_queries << " n_pos " << c.n_pos[i] << " dim " << d;
     }
@@ -88,8 +106,8 @@ void check_case(const Case& c, int n_cached, int span_len) {
 
 TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
   std::mt19937 rng(11);
-  for (int head_dim : {8, 48, 64, 128}) {
-    for (int n_cached : {1, 3, 4, 7, 33, 150}) {
+  for (int head_dim : {8, 48, 64, 80, 128}) {
+    for (int n_cached : {1, 2, 3, 4, 7, 33, 150}) {
       for (int n_queries : {1, 3, 4, 5, 8, 9}) {
         const Case c = make_case(head_dim, n_cached, n_queries, rng);
         for (int span_len : {1, 5, 64}) check_case(c, n_cached, span_len);
@@ -122,7 +140,7 @@ TEST(AttentionTest, LargeScoresDoNotOverflow) {
 // it for outputs that do not change with load.
 TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
   std::mt19937 rng(13);
-  for (int head_dim : {64, 128}) {
+  for (int head_dim : {48, 64, 128}) {
     const int n_cached = 150, n_queries = 13;
     const Case c = make_case(head_dim, n_cached, n_queries, rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -153,6 +171,66 @@ TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
                   std::memcmp(alone.data(), shuffled.data() + head_dim, head_dim * sizeof(float)))
             << "query " << i << " head_dim " << head_dim;
       }
+    }
+  }
+}
+
+// Each query over consecutive position ranges, with stats, merged: the softmax over the whole
+// window (to float rounding), and with one range the same bits as a call without stats.
+TEST(AttentionTest, PartsOverPositionRangesMergeToTheWhole) {
+  std::mt19937 rng(15);
+  for (int head_dim : {8, 48, 64}) {
+    const int n_cached = 150, n_queries = 6, hd = head_dim;
+    Case c = make_case(head_dim, n_cached, n_queries, rng);
+    for (int i = 0; i < n_queries; ++i) c.n_pos[i] = n_cached - 3 * i;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const std::vector<int> cuts = {0, 40, 41, 100, n_cached};  // ranges [cuts[r], cuts[r + 1])
+    const int n_parts = static_cast<int>(cuts.size()) - 1;
+    std::vector<float> parts(static_cast<size_t>(n_queries) * n_parts * hd);
+    std::vector<float> stats(static_cast<size_t>(n_queries) * n_parts * 2);
+    std::vector<float> scratch;
+    for (int r = 0; r < n_parts; ++r) {
+      std::vector<AttentionQuery> queries;
+      for (int i = 0; i < n_queries; ++i) {
+        const size_t slot = static_cast<size_t>(i) * n_parts + r;
+        queries.push_back({c.q.data() + i * hd, std::min(c.n_pos[i], cuts[r + 1]) - cuts[r],
+                           parts.data() + slot * hd, 0, stats.data() + slot * 2});
+      }
+      const KvSpan span{c.keys.data() + static_cast<size_t>(cuts[r]) * c.kv_stride,
+                        c.values.data() + static_cast<size_t>(cuts[r]) * c.kv_stride,
+                        cuts[r + 1] - cuts[r]};
+      attend_queries(queries.data(), n_queries, &span, 1, c.kv_stride, hd, scale, scratch);
+    }
+    std::vector<float> merged(static_cast<size_t>(n_queries) * hd);
+    for (int i = 0; i < n_queries; ++i) {
+      const size_t slot = static_cast<size_t>(i) * n_parts;
+      merge_attention_parts(parts.data() + slot * hd, stats.data() + slot * 2, n_parts, hd,
+                            merged.data() + i * hd);
+    }
+    const std::vector<double> want = reference_outputs(c);
+    for (size_t k = 0; k < want.size(); ++k) {
+      ASSERT_NEAR(merged[k], want[k], 2e-5) << "head_dim " << hd << " element " << k;
+    }
+
+    std::vector<float> whole(merged.size()), one_part(merged.size()), one_stats(2 * n_queries);
+    const std::vector<KvSpan> spans = spans_of(c, n_cached, 16);
+    std::vector<AttentionQuery> plain, with_stats;
+    for (int i = 0; i < n_queries; ++i) {
+      plain.push_back({c.q.data() + i * hd, c.n_pos[i], whole.data() + i * hd});
+      with_stats.push_back(
+          {c.q.data() + i * hd, c.n_pos[i], one_part.data() + i * hd, 0, one_stats.data() + 2 * i});
+    }
+    attend_queries(plain.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                   c.kv_stride, hd, scale, scratch);
+    attend_queries(with_stats.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                   c.kv_stride, hd, scale, scratch);
+    EXPECT_EQ(0, std::memcmp(whole.data(), one_part.data(), whole.size() * sizeof(float)));
+    for (int i = 0; i < n_queries; ++i) {
+      std::vector<float> merged_one(hd);
+      merge_attention_parts(one_part.data() + i * hd, one_stats.data() + 2 * i, 1, hd,
+                            merged_one.data());
+      EXPECT_EQ(0, std::memcmp(merged_one.data(), whole.data() + i * hd, hd * sizeof(float)))
+          << "query " << i;
     }
   }
 }

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
+#include "model/attention_split.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "model/perplexity.h"
@@ -93,6 +95,42 @@ TEST(Transformer, SlidingWindowLogitsDoNotDependOnTheBatch) {
   const std::vector<TokenId> ids = model->tokenizer().encode(text, true, false);
   ASSERT_GT(ids.size(), 80u);
   EXPECT_LT(prefill_vs_token_by_token(*model, ids, pool), 1e-3);
+}
+
+// Windows longer than one attention chunk (attention_split.h) are attended to in parts and
+// merged: tokens on both sides of the chunk boundary give the same logits, bit for bit, whether
+// they run in one batch (next to another sequence) or one at a time.
+TEST(Transformer, AttentionOverSeveralChunksDoesNotDependOnTheBatch) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(shared_path("models/random-llama3-rope.gguf"));
+  ThreadPool pool(2);
+  const int n_vocab = model->config().n_vocab;
+  const int n_prefix = kAttentionChunk - 24, n_tail = 48;
+  ASSERT_GE(model->config().context_length, n_prefix + n_tail);
+  std::vector<TokenId> ids(n_prefix + n_tail);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>((i * 7919 + 3) % n_vocab);
+
+  // Both caches hold the prefix; sequence 1 of the batched one holds a short other prompt.
+  auto batched_kv = model->make_kv_cache(), single_kv = model->make_kv_cache();
+  std::vector<BatchToken> prefix;
+  for (int i = 0; i < n_prefix; ++i) prefix.push_back({ids[i], i, 0, false});
+  std::vector<float> unused(n_vocab);
+  prefix.back().want_logits = true;
+  model->forward(prefix, *batched_kv, unused.data(), pool);
+  model->forward(prefix, *single_kv, unused.data(), pool);
+
+  std::vector<BatchToken> tail;
+  for (int i = n_prefix; i < n_prefix + n_tail; ++i) tail.push_back({ids[i], i, 0, true});
+  for (int i = 0; i < 5; ++i) tail.push_back({ids[i], i, 1, false});
+  std::vector<float> together(static_cast<size_t>(n_tail) * n_vocab);
+  model->forward(tail, *batched_kv, together.data(), pool);
+  for (int i = 0; i < n_tail; ++i) {
+    std::vector<float> alone(n_vocab);
+    model->forward({{ids[n_prefix + i], n_prefix + i, 0, true}}, *single_kv, alone.data(), pool);
+    ASSERT_EQ(0, std::memcmp(alone.data(), together.data() + static_cast<size_t>(i) * n_vocab,
+                             n_vocab * sizeof(float)))
+        << "position " << n_prefix + i;
+  }
 }
 
 // gemma3.final_logit_softcapping: logits = cap * tanh(logits / cap).

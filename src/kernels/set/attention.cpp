@@ -1,9 +1,10 @@
-// Attention for the queries that share one KV head, GEMM-like: scores for 4 queries x 4 keys are
-// accumulated in registers (each key and query chunk loaded once for 4 products), exponentials
-// run per query, then the values are summed with the outputs of 4 queries in registers. Keys and
-// values are visited in tiles of up to 64 positions and every 4-query block uses a tile while it
-// is in L1, so a prefill task of many queries reads the cached rows from memory once, not once
-// per block. Needs AVX-512 and a head size that is a multiple of 64; otherwise each query runs
+// Attention for the queries that share one KV head, GEMM-like: scores for a block of 4 queries
+// and a few keys (4 on AVX-512, 2 on AVX2) are accumulated in registers (each key and query chunk
+// loaded once for several products), exponentials run per query, then the values are summed with
+// the outputs of 4 queries in registers. Keys and values are visited in tiles of up to 64
+// positions and every 4-query block uses a tile while it is in L1, so a prefill task of many
+// queries reads the cached rows from memory once, not once per block. Needs AVX-512 and a head
+// size that is a multiple of 64, or AVX2 and a multiple of 16; otherwise each query runs
 // dot_f32 / softmax / axpy on its own.
 // Every function is a template on the stored element type: float (KvDtype::kF32) or Half
 // (kF16), widened to float where it is loaded (in registers, or one row at a time on the
@@ -20,6 +21,13 @@
 #include "kernels/quant.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+
+// GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge source, which
+// -Wuninitialized reports at every use.
+#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 namespace k25::K25_KERNEL_SET {
 namespace {
@@ -59,9 +67,38 @@ void for_each_row(const KvSpan* spans, int n_spans, int first, int stop, bool va
 // sum of values still needs. With an F16 cache the probabilities are divided and rounded to F16
 // here (factor 1), as llama.cpp's F16-cache attention multiplies F16 probabilities with F16
 // values; its quantised models amplify that rounding, so k25 reproduces it.
+// The largest of x[0, n) (n > 0), in vector registers: a max is exact in any order.
+inline float row_max(const float* x, int n) {
+  int i = 0;
+  float m = x[0];
+#if defined(__AVX512F__)
+  if (n >= 16) {
+    __m512 v = _mm512_loadu_ps(x);
+    for (i = 16; i + 16 <= n; i += 16) v = _mm512_max_ps(v, _mm512_loadu_ps(x + i));
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, v);
+    m = *std::max_element(lanes, lanes + 16);
+  }
+#elif defined(__AVX2__)
+  if (n >= 8) {
+    __m256 v = _mm256_loadu_ps(x);
+    for (i = 8; i + 8 <= n; i += 8) v = _mm256_max_ps(v, _mm256_loadu_ps(x + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, v);
+    m = *std::max_element(lanes, lanes + 8);
+  }
+#endif
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// `stats`, when set, gets the window's largest score and exp sum (AttentionQuery::stats).
 template <typename T>
-float normalise_probabilities(float* scores, int first, int n_pos) {
-  const float inv_sum = 1.0f / exp_minus_max(scores + first, n_pos - first);
+float normalise_probabilities(float* scores, int first, int n_pos, float* stats) {
+  if (stats != nullptr) stats[0] = row_max(scores + first, n_pos - first);
+  const float sum = exp_minus_max(scores + first, n_pos - first);
+  if (stats != nullptr) stats[1] = sum;
+  const float inv_sum = 1.0f / sum;
   if constexpr (std::is_same_v<T, float>) {
     return inv_sum;
   } else {
@@ -78,7 +115,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
                   [&](int p, const T* key) {
                     scores[p] = dot_f32(query.q, as_floats(key, head_dim, row), head_dim) * scale;
                   });
-  const float inv_sum = normalise_probabilities<T>(scores, query.first, query.n_pos);
+  const float inv_sum = normalise_probabilities<T>(scores, query.first, query.n_pos, query.stats);
   std::fill(query.out, query.out + head_dim, 0.0f);
   for_each_row<T>(spans, n_spans, query.first, query.n_pos, true, kv_stride,
                   [&](int p, const T* value) {
@@ -91,15 +128,10 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 
 #if defined(__AVX512F__)
 #define K25_ATTN_BLOCKED 1
-// GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge source, which
-// -Wuninitialized reports at every use.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 
 constexpr int kQueries = 4;
-constexpr int kKeys = 4;
+constexpr int kKeys = 4;        // keys per dots_block call
+constexpr int kValueCols = 64;  // output columns per weighted_values call
 
 // 16 consecutive elements as floats.
 inline __m512 load16(const float* p) {
@@ -136,12 +168,12 @@ inline __m512 reduce16(__m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
 }
 
-// Dots of 4 queries (q[i]) with n_keys <= 4 keys at k, k + stride, ...: scores[i * s_stride + j].
-// A missing key's products are zeros, which leave the other sums bit for bit unchanged, so a
+// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
+// j]. A missing key's products are zeros, which leave the other sums bit for bit unchanged, so a
 // score does not depend on how many keys shared its call.
 template <typename T>
-void dots_4x4(const float* const* q, const T* k, int stride, int n_keys, int head_dim, float scale,
-              float* scores, int s_stride) {
+void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
+                float scale, float* scores, int s_stride) {
   __m512 acc[16];  // query i, key j at i + 4 * j
   for (auto& a : acc) a = _mm512_setzero_ps();
   __mmask16 present[kKeys];  // masked loads read nothing for missing keys
@@ -163,14 +195,10 @@ void dots_4x4(const float* const* q, const T* k, int stride, int n_keys, int hea
   }
 }
 
-// Keys are visited in tiles of at most this many positions (inside one span): a tile's rows stay
-// in L1 while every block of 4 queries uses them.
-constexpr int kKeyTile = 64;
-
 // out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`.
 template <typename T>
-void weighted_values_4x64(const float* scores, int s_stride, const T* v, int kv_stride, int p0,
-                          int p1, int c0, float* const* out, bool first) {
+void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
+                     int c0, float* const* out, bool first) {
   __m512 acc[kQueries][4];
   for (int i = 0; i < kQueries; ++i) {
     for (int c = 0; c < 4; ++c) {
@@ -190,6 +218,85 @@ void weighted_values_4x64(const float* scores, int s_stride, const T* v, int kv_
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out[i] + c0 + 16 * c, acc[i][c]);
   }
 }
+
+#elif defined(__AVX2__)
+#define K25_ATTN_BLOCKED 1
+constexpr int kQueries = 4;
+constexpr int kKeys = 2;        // 8 accumulators: 16 ymm registers hold them, the keys and a query
+constexpr int kValueCols = 16;  // 8 accumulators again, 4 queries x 2 vectors
+
+// 8 consecutive elements as floats.
+inline __m256 load8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 load8(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// The 8 lane sums of v[0..7], element k = sum of v[k]: horizontal adds of neighbours, then of
+// pairs, then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)), the same
+// additions in the same order wherever its vector sits in v.
+inline __m256 reduce8(const __m256 v[8]) {
+  const __m256 h0 = _mm256_hadd_ps(v[0], v[1]), h1 = _mm256_hadd_ps(v[2], v[3]);
+  const __m256 h2 = _mm256_hadd_ps(v[4], v[5]), h3 = _mm256_hadd_ps(v[6], v[7]);
+  const __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
+  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride: scores[i * s_stride + j].
+// A missing key reads nothing and its products are zeros, so a score does not depend on how many
+// keys shared its call.
+template <typename T>
+void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
+                float scale, float* scores, int s_stride) {
+  __m256 acc[8];  // query i, key j at i + 4 * j
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const bool second = n_keys > 1;
+  for (int c = 0; c < head_dim; c += 8) {
+    const __m256 k0 = load8(k + c);
+    const __m256 k1 = second ? load8(k + stride + c) : _mm256_setzero_ps();
+    for (int i = 0; i < kQueries; ++i) {
+      const __m256 qv = _mm256_loadu_ps(q[i] + c);
+      acc[i] = _mm256_fmadd_ps(qv, k0, acc[i]);
+      acc[i + 4] = _mm256_fmadd_ps(qv, k1, acc[i + 4]);
+    }
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_mul_ps(reduce8(acc), _mm256_set1_ps(scale)));
+  for (int i = 0; i < kQueries; ++i) {
+    for (int j = 0; j < n_keys; ++j) scores[i * s_stride + j] = lanes[i + 4 * j];
+  }
+}
+
+// out[i][c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when `first`.
+template <typename T>
+void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
+                     int c0, float* const* out, bool first) {
+  __m256 acc[kQueries][2];
+  for (int i = 0; i < kQueries; ++i) {
+    for (int c = 0; c < 2; ++c) {
+      acc[i][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + c0 + 8 * c);
+    }
+  }
+  v += c0;
+  for (int p = p0; p < p1; ++p, v += kv_stride) {
+    const __m256 v0 = load8(v), v1 = load8(v + 8);
+    for (int i = 0; i < kQueries; ++i) {
+      const __m256 w = _mm256_broadcast_ss(scores + i * s_stride + p);
+      acc[i][0] = _mm256_fmadd_ps(w, v0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(w, v1, acc[i][1]);
+    }
+  }
+  for (int i = 0; i < kQueries; ++i) {
+    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(out[i] + c0 + 8 * c, acc[i][c]);
+  }
+}
+#endif
+
+#if defined(K25_ATTN_BLOCKED)
+// Keys are visited in tiles of at most this many positions (inside one span): a tile's rows stay
+// in L1 while every block of 4 queries uses them.
+constexpr int kKeyTile = 64;
 
 // Asks for rows [0, n) of a span (head_dim elements each, kv_stride apart) to be brought into
 // cache, one 64-byte line at a time.
@@ -265,8 +372,8 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                        const int stop = std::min(p0 + len, limit[b]);
                        const T* k = k0 + offset * kv_stride;
                        for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
-                         dots_4x4(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p),
-                                  head_dim, scale, block_scores(b) + p, s_stride);
+                         dots_block(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p),
+                                    head_dim, scale, block_scores(b) + p, s_stride);
                        }
                      }
                    });
@@ -276,7 +383,8 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
     const int first = i < nq ? queries[i].first : 0;
-    const float factor = normalise_probabilities<T>(row, first, n_pos);
+    const float factor =
+        normalise_probabilities<T>(row, first, n_pos, i < nq ? queries[i].stats : nullptr);
     if (i < nq) inv_sum[i] = factor;
     // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged).
     std::fill(row, row + first, 0.0f);
@@ -288,27 +396,23 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                        const int stop = std::min(p0 + len, limit[b]);
                        if (stop <= p0) continue;
                        const T* v = v0 + offset * kv_stride;
-                       for (int c0 = 0; c0 < head_dim; c0 += 64) {
-                         weighted_values_4x64(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
-                                              &out[b * kQueries], p0 == 0);
+                       for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
+                         weighted_values(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
+                                         &out[b * kQueries], p0 == 0);
                        }
                      }
                    });
   for (int i = 0; i < nq; ++i) {
-    const __m512 scale_out = _mm512_set1_ps(inv_sum[i]);
-    for (int c = 0; c < head_dim; c += 16) {
-      _mm512_storeu_ps(queries[i].out + c,
-                       _mm512_mul_ps(_mm512_loadu_ps(queries[i].out + c), scale_out));
-    }
+    for (int d = 0; d < head_dim; ++d) queries[i].out[d] *= inv_sum[i];
   }
 }
-#endif  // __AVX512F__
+#endif  // K25_ATTN_BLOCKED
 
 template <typename T>
 void attend(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
             int kv_stride, int head_dim, float scale, std::vector<float>& scores) {
 #if defined(K25_ATTN_BLOCKED)
-  if (head_dim % 64 == 0) {
+  if (head_dim % kValueCols == 0) {
     attend_blocked<T>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
     return;
   }
