@@ -14,11 +14,12 @@
 namespace {
 
 constexpr const char* kUsage =
-    "usage: k25-mkmodel --shape NAME --dtype TYPE -o OUT.gguf [--seed S]\n"
+    "usage: k25-mkmodel --shape NAME --dtype TYPE -o OUT.gguf [--seed S] [--context-length N]\n"
     "                   [--hf-dir DIR [--sharded]] [--vocab-dir DIR]\n"
     "       k25-mkmodel --list\n"
     "  --dtype TYPE    f32, f16, bf16, q8_0, q4_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k (the\n"
     "                  tensor mixture llama-quantize writes for that type)\n"
+    "  --context-length N  the model's context length instead of the shape's (1 to 1048576)\n"
     "  --hf-dir DIR    also write config.json, safetensors and tokenizer.json (f16 only)\n"
     "  --sharded       split the safetensors into two shards with an index\n"
     "  --vocab-dir DIR llama.cpp vocabulary GGUFs (default ../shared/tokenizers/llamacpp-vocab)\n";
@@ -28,6 +29,16 @@ void list_shapes() {
     std::cout << shape.name << "\t" << shape.description << " (vocabulary " << shape.vocab_file
               << ")\n";
   }
+}
+
+int parse_context_length(const std::string& text) {
+  char* end = nullptr;
+  errno = 0;
+  const long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || n < 1 || n > (1L << 20)) {
+    k25::fail("--context-length needs an integer from 1 to 1048576, got '", text, "'");
+  }
+  return static_cast<int>(n);
 }
 
 uint64_t parse_seed(const std::string& text) {
@@ -69,6 +80,8 @@ int run(int argc, char** argv) {
       options.hf_sharded = true;
     } else if (arg == "--seed") {
       options.seed = parse_seed(value());
+    } else if (arg == "--context-length") {
+      options.context_length = parse_context_length(value());
     } else if (arg == "--vocab-dir") {
       options.vocab_dir = value();
     } else {

@@ -97,6 +97,8 @@ void make_model(const MkModelOptions& options) {
   }
   const std::unique_ptr<GgufFile> vocab = GgufFile::open(vocab_path.string());
   ArchParams params = shape.params;
+  if (options.context_length < 0) fail("--context-length must be positive");
+  if (options.context_length > 0) params.context_length = options.context_length;
   params.n_vocab = static_cast<int>(vocab->get_string_array("tokenizer.ggml.tokens").size());
 
   ThreadPool pool(static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u)));

@@ -18,6 +18,7 @@ struct MkModelOptions {
   std::string hf_dir;
   bool hf_sharded = false;  // two safetensors shards plus model.safetensors.index.json
   uint64_t seed = 1;
+  int context_length = 0;  // > 0: replaces the shape's context length (long-context benchmarks)
   std::string vocab_dir = "../shared/tokenizers/llamacpp-vocab";
   std::ostream* progress = nullptr;  // one line per tensor group; nullptr: quiet
 };

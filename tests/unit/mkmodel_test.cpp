@@ -254,6 +254,16 @@ TEST_F(MkmodelTest, DeterministicBySeed) {
   EXPECT_NE(std::memcmp(x->data, y->data, x->bytes), 0) << "different seeds gave the same weights";
 }
 
+TEST_F(MkmodelTest, ContextLengthReplacesTheShapes) {
+  MkModelOptions o = options("tiny-llama-test", OutType::F16, 7, "long.gguf");
+  o.context_length = 8192;
+  make_model(o);
+  EXPECT_EQ(GgufFile::open(o.out_path)->get_int("llama.context_length"), 8192);
+  EXPECT_NE(find_mkmodel_shape("tiny-llama-test").params.context_length, 8192);
+  o.context_length = -1;
+  EXPECT_THROW(make_model(o), Error);
+}
+
 TEST(MkmodelRandomTest, ValuesDoNotDependOnThreadCount) {
   ThreadPool one(1), three(3);
   const int64_t n = 200000;  // several chunks, the last one partial
