@@ -17,6 +17,7 @@ PACKAGES=(
   redis-server redis-tools                  # the shared-tier integration tests run real ones
   util-linux                                # unshare: the L3 full-disk test's private tmpfs
   qemu-user                                 # qemu-x86_64: the kernel-set test runs k25-run on emulated older CPUs
+  ccache                                    # CI reuses the compilations of the session that built the submission
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 

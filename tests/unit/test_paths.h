@@ -22,7 +22,7 @@ inline bool shared_available() {
 #define K25_REQUIRE_SHARED()                                                                       \
   do {                                                                                             \
     if (!::k25::testing::shared_available()) {                                                     \
-      GTEST_SKIP() << "../shared is absent (" K25_SHARED_DIR                                       \
-                      "): reference-data test SKIPPED; put the shared folder beside the checkout"; \
+      GTEST_SKIP() << "../shared is absent (" << K25_SHARED_DIR                                    \
+                   << "): reference-data test SKIPPED; put the shared folder beside the checkout"; \
     }                                                                                              \
   } while (0)
