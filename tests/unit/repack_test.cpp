@@ -45,8 +45,12 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
 // Only the AVX-512 kernel set repacks. Under the others (K25_ISA, or a CPU without AVX-512)
 // the tests of the layout check instead that nothing is repacked and a repack is refused.
 bool active_set_refuses_repack() {
-  if (repack_supported(DType::Q8_0)) return false;
+  if (repack_supported(DType::Q8_0)) {
+    EXPECT_TRUE(repack_supported(DType::Q4_K)) << kernels().isa;
+    return false;
+  }
   EXPECT_FALSE(repack_supported(DType::Q4_0)) << kernels().isa;
+  EXPECT_FALSE(repack_supported(DType::Q4_K)) << kernels().isa;
   std::mt19937 rng(5);
   testing::Weights w = testing::make_weights(DType::Q8_0, 16, 64, rng);
   w.view.data = w.bytes.data();
@@ -122,14 +126,89 @@ TEST(RepackTest, MatmulOnPackedWeightsLargeShapes) {
   }
 }
 
+// Q4_K groups: one run of kPackedQ4kSuperBytes per super-block (kernels/repack.h).
+TEST(RepackTest, Q4kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(15);
+  const int64_t rows = 20;
+  const int64_t cols = 512;
+  const Matrix m = make_matrix(DType::Q4_K, rows, cols, rng);
+  ASSERT_NE(m.view.packed, nullptr);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(m.view.packed) % 64, 0u);
+  ASSERT_EQ(packed_group_bytes(DType::Q4_K, cols), 2 * kPackedQ4kSuperBytes);
+  const auto* packed = static_cast<const uint8_t*>(m.view.packed);
+  const size_t file_row = row_bytes(DType::Q4_K, cols);
+  for (int64_t r = 0; r < 32; ++r) {
+    const int i = static_cast<int>(r % 16);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* sb =
+          packed + (r / 16) * packed_group_bytes(DType::Q4_K, cols) + b * kPackedQ4kSuperBytes;
+      // The file's block: d, dmin (f16), 12 bytes of 6-bit scales and minimums, 128 quant bytes.
+      uint8_t src[144] = {};
+      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 144 * b, 144);
+      for (int p = 0; p < 32; ++p) {
+        for (int k = 0; k < 4; ++k) {
+          ASSERT_EQ(sb[64 * p + 4 * i + k], src[16 + 4 * p + k]) << "row " << r << " piece " << p;
+        }
+      }
+      // 6-bit scale and minimum s, as llama.cpp's get_scale_min_k4 reads them.
+      const uint8_t* q = src + 4;
+      for (int s = 0; s < 8; ++s) {
+        const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+        const int mn = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+        EXPECT_EQ(sb[2048 + 16 * s + i], sc) << "row " << r << " sub-block " << s;
+        EXPECT_EQ(sb[2048 + 128 + 32 * (s / 2) + 2 * i + s % 2], mn) << "row " << r << " " << s;
+      }
+      EXPECT_EQ(std::memcmp(sb + 2048 + 256 + 2 * i, src, 2), 0) << "d of row " << r;
+      EXPECT_EQ(std::memcmp(sb + 2048 + 256 + 32 + 2 * i, src + 2, 2), 0) << "dmin of row " << r;
+    }
+  }
+}
+
+// The packed Q4_K kernel takes the integer steps of the file-layout kernel (block_types.h) and
+// only sums the floats in another order.
+TEST(RepackTest, Q4kMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(16);
+  ThreadPool one(1);
+  ThreadPool three(3);
+  for (int64_t rows : {1, 15, 16, 17, 45, 100}) {
+    for (int64_t cols : {256, 768}) {
+      const Matrix m = make_matrix(DType::Q4_K, rows, cols, rng);
+      TensorView plain = m.view;
+      plain.packed = nullptr;
+      for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
+        const std::vector<float> x = random_acts(n_tokens * cols, rng);
+        std::vector<float> want(n_tokens * rows);
+        matmul(plain, x.data(), n_tokens, want.data(), one);
+        for (ThreadPool* pool : {&one, &three}) {
+          std::vector<float> got(n_tokens * rows, NAN);
+          matmul(m.view, x.data(), n_tokens, got.data(), *pool);
+          for (int t = 0; t < n_tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double mag = 0.0;
+              for (int64_t c = 0; c < cols; ++c) {
+                mag += std::fabs(double{m.dequantised[r * cols + c]} * x[t * cols + c]);
+              }
+              ASSERT_NEAR(got[t * rows + r], want[t * rows + r], 1e-6 * mag)
+                  << "rows " << rows << " cols " << cols << " tokens " << n_tokens << " threads "
+                  << pool->size() << " at token " << t << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The engine batches sequences into one call; each must get exactly what it gets alone.
 TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
   if (active_set_refuses_repack()) return;
   std::mt19937 rng(14);
   ThreadPool two(2);
   constexpr int kTokens = 40;
-  for (DType type : {DType::Q8_0, DType::Q4_0}) {
-    for (int64_t cols : {64, 2048}) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+    for (int64_t cols : {256, 2048}) {
       const int64_t rows = 70;
       const Matrix m = make_matrix(type, rows, cols, rng);
       const std::vector<float> x = random_acts(kTokens * cols, rng);
@@ -140,7 +219,8 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
         }
       }
       // Prefill on weights that were not repacked at load (repacked on the fly) is the same
-      // arithmetic.
+      // arithmetic. (Q4_K weights not repacked at load are read as the file has them.)
+      if (type == DType::Q4_K) continue;
       TensorView plain = m.view;
       plain.packed = nullptr;
       std::vector<float> y(kTokens * rows);

@@ -411,11 +411,34 @@ struct PackedGroup {
   int64_t n_blocks;
 };
 
+// A group's rows in 256-bit halves of 8 (a 64-byte piece: rows 0-7 in its first 32 bytes).
+constexpr int kHalfRows = 8;
+
+// Stores the first `valid` (<= 8, may be <= 0) lanes of v at y.
+inline void store_rows(float* y, __m256 v, int valid) {
+  if (valid >= kHalfRows) {
+    _mm256_storeu_ps(y, v);
+  } else if (valid > 0) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lanes), v);
+  }
+}
+
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include "kernels/set/packed_tiles_512.h"
 #else
 #include "kernels/set/packed_tiles_256.h"
 #endif
+#include "kernels/set/packed_q4_k.h"
+
+// The number of groups a thread takes at a time: decode and small batches are bound by reading
+// the weights, so a few chunks per thread (a thread slowed by other load takes fewer and the
+// threads finish together); larger batches take panels that stay in L2.
+int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_threads) {
+  return n_tokens <= tile_tokens
+             ? std::max<int64_t>(1, (n_groups + 4 * n_threads - 1) / (4 * n_threads))
+             : std::min<int64_t>(8, (n_groups + n_threads - 1) / n_threads);
+}
 
 // Runs every token over each group of 16 rows, in tiles of up to kPackTokens tokens; a token's
 // arithmetic is the same in every tile size, so its result does not depend on the other tokens
@@ -434,12 +457,7 @@ void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   const size_t quant_bytes = packed_quant_bytes(kType);
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
   const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
-  // Decode and small batches are bound by reading the weights: a few chunks per thread, so a
-  // thread slowed by other load takes fewer and the threads finish together.
-  const int64_t n_threads = pool.size();
-  const int64_t chunk = n_tokens <= kPackTokens
-                            ? std::max<int64_t>(1, (n_groups + 4 * n_threads - 1) / (4 * n_threads))
-                            : std::min<int64_t>(8, (n_groups + n_threads - 1) / n_threads);
+  const int64_t chunk = group_chunk(n_groups, n_tokens, kPackTokens, pool.size());
   parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
     uint8_t* buffer = nullptr;
     if (packed == nullptr) {
@@ -465,6 +483,64 @@ void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
 }
 
 #endif  // K25_MATMUL_PACKED
+
+// Quantises the n_tokens rows of x (cols each) to `format`, a_row_bytes apart, over the pool
+// when there is enough work.
+void quantize_act_rows(ActFormat format, const float* x, int n_tokens, int64_t cols, uint8_t* acts,
+                       size_t a_row_bytes, ThreadPool& pool) {
+  const auto quantize = [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t) quantize_acts(format, x + t * cols, acts + t * a_row_bytes, cols);
+  };
+  const int n_threads = pool.size();
+  if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
+    pool.run([&](int i) {
+      quantize(static_cast<int>(int64_t{n_tokens} * i / n_threads),
+               static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads));
+    });
+  } else {
+    quantize(0, n_tokens);
+  }
+}
+
+#if defined(K25_MATMUL_PACKED)
+// Q4_K weights repacked at load (packed_q4_k.h), for any number of tokens.
+void packed_q4_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const float* x,
+                        int n_tokens, float* y, ThreadPool& pool) {
+  static constexpr auto tiles = q4k_tiles();
+  const int64_t n_super = cols / 256;
+  const size_t a_row_bytes = act_row_bytes(ActFormat::kQ8_K, cols);
+  const size_t rows_bytes = (a_row_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
+  thread_local Scratch scratch;
+  auto* base = static_cast<uint8_t*>(
+      scratch.get(rows_bytes + static_cast<size_t>(n_tokens * n_super) * 4 * sizeof(int32_t)));
+  quantize_act_rows(ActFormat::kQ8_K, x, n_tokens, cols, base, a_row_bytes, pool);
+  auto* min_pairs = reinterpret_cast<int32_t*>(base + rows_bytes);
+  const Q4kActs acts{base, a_row_bytes, min_pairs, n_super};
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int64_t b = 0; b < n_super; ++b) {
+      const int16_t* bsums = acts.block(t, b).bsums;
+      for (int q = 0; q < 4; ++q) {
+        const auto lo = static_cast<uint16_t>(bsums[4 * q] + bsums[4 * q + 1]);
+        const auto hi = static_cast<uint16_t>(bsums[4 * q + 2] + bsums[4 * q + 3]);
+        min_pairs[(t * n_super + b) * 4 + q] = static_cast<int32_t>(lo | (uint32_t{hi} << 16));
+      }
+    }
+  }
+  const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
+  const size_t group_bytes = packed_group_bytes(DType::Q4_K, cols);
+  const int64_t chunk = group_chunk(n_groups, n_tokens, kQ4kTokens, pool.size());
+  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) {
+      const int64_t r0 = g * kGroupRows;
+      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
+      for (int t0 = 0; t0 < n_tokens; t0 += kQ4kTokens) {
+        tiles[std::min(kQ4kTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0, y + r0,
+                                                       rows, valid);
+      }
+    }
+  });
+}
+#endif
 
 // Tile function tables indexed [rows - 1][tokens - 1].
 using QTileFn = void (*)(const uint8_t*, size_t, const QuantizedActs&, int, float*, float*,
@@ -528,18 +604,7 @@ void block_type_matmul(const BlockTypeKernels& k, const uint8_t* w, size_t w_row
   const size_t a_row_bytes = act_row_bytes(k.act, cols);
   thread_local Scratch scratch;
   auto* acts = static_cast<uint8_t*>(scratch.get(a_row_bytes * static_cast<size_t>(n_tokens)));
-  const auto quantize = [&](int t0, int t1) {
-    for (int t = t0; t < t1; ++t) quantize_acts(k.act, x + t * cols, acts + t * a_row_bytes, cols);
-  };
-  const int n_threads = pool.size();
-  if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
-    pool.run([&](int i) {
-      quantize(static_cast<int>(int64_t{n_tokens} * i / n_threads),
-               static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads));
-    });
-  } else {
-    quantize(0, n_tokens);
-  }
+  quantize_act_rows(k.act, x, n_tokens, cols, acts, a_row_bytes, pool);
   parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
     if (k.dot_tile == nullptr || n_tokens == 1) {
       for (int t = 0; t < n_tokens; ++t) {
@@ -648,6 +713,12 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     return;
   }
 
+#if defined(K25_MATMUL_PACKED)
+  if (w.type == DType::Q4_K && w.packed != nullptr) {
+    packed_q4_k_matmul(static_cast<const uint8_t*>(w.packed), rows, cols, x, n_tokens, y, pool);
+    return;
+  }
+#endif
   if (const BlockTypeKernels* k = block_type_kernels(w.type)) {
     block_type_matmul(*k, wdata, w_row_bytes, rows, cols, x, n_tokens, y, chunk, pool);
     return;

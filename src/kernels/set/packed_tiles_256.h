@@ -16,7 +16,6 @@
 // token's result does not depend on the rest of the batch.
 
 constexpr int kPackTokens = 4;
-constexpr int kHalfRows = 8;
 
 inline __m256i broadcast4(const int8_t* p) {
   int32_t v;
@@ -128,16 +127,6 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
 inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
   return _mm256_cvtph_ps(_mm_loadu_si128(
       reinterpret_cast<const __m128i*>(p.scales + b * kGroupRows + kHalfRows * half)));
-}
-
-// Stores the first `valid` (<= 8, may be <= 0) lanes of v at y.
-inline void store_rows(float* y, __m256 v, int valid) {
-  if (valid >= kHalfRows) {
-    _mm256_storeu_ps(y, v);
-  } else if (valid > 0) {
-    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(valid), lanes), v);
-  }
 }
 
 // y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T),

@@ -1,5 +1,5 @@
-// Repacking Q8_0 / Q4_0 matrices into the interleaved layout of kernels/repack.h, on the kernel
-// sets whose matmul reads it (all but the scalar one).
+// Repacking Q8_0 / Q4_0 / Q4_K matrices into the interleaved layout of kernels/repack.h, on the
+// kernel sets whose matmul reads it (all but the scalar one).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "kernels/quant.h"
 #include "kernels/repack.h"
+#include "kernels/set/kquant_blocks.h"
 #include "kernels/set/set_entries.h"
 #include "util/error.h"
 
@@ -18,7 +19,7 @@ namespace k25::K25_KERNEL_SET {
 
 bool repack_supported(DType type) {
 #if defined(K25_MATMUL_PACKED)
-  return type == DType::Q8_0 || type == DType::Q4_0;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
 #else
   (void)type;
   return false;
@@ -123,6 +124,38 @@ void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
   }
 }
 
+// Rows [r0, r0 + n_rows) of a Q4_K matrix with n_super super-blocks per row into one group
+// (layout in repack.h); rows past n_rows are zero with scales 0.
+void pack_group_q4_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
+                     uint8_t* out) {
+  for (int64_t b = 0; b < n_super; ++b, out += kPackedQ4kSuperBytes) {
+    uint8_t* scales = out + 2048;
+    uint8_t* mins = scales + 128;
+    auto* d = reinterpret_cast<uint16_t*>(mins + 128);
+    uint16_t* dmin = d + kPackedGroupRows;
+    for (int i = 0; i < kPackedGroupRows; ++i) {
+      if (i >= n_rows) {
+        for (int p = 0; p < 32; ++p) std::memset(out + 64 * p + 4 * i, 0, 4);
+        for (int s = 0; s < 8; ++s) scales[16 * s + i] = 0;
+        for (int q = 0; q < 4; ++q) mins[32 * q + 2 * i] = mins[32 * q + 2 * i + 1] = 0;
+        d[i] = dmin[i] = 0;
+        continue;
+      }
+      const auto& block = reinterpret_cast<const BlockQ4_K*>(w + (r0 + i) * w_row_bytes)[b];
+      for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.qs + 4 * p, 4);
+      uint8_t sc[8], mn[8];
+      unpack_scales_mins_k4(block.scales, sc, mn);
+      for (int s = 0; s < 8; ++s) scales[16 * s + i] = sc[s];
+      for (int q = 0; q < 4; ++q) {
+        mins[32 * q + 2 * i] = mn[2 * q];
+        mins[32 * q + 2 * i + 1] = mn[2 * q + 1];
+      }
+      d[i] = block.d;
+      dmin[i] = block.dmin;
+    }
+  }
+}
+
 }  // namespace
 
 void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
@@ -180,9 +213,14 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       for (int64_t g = it.g0; g < it.g1; ++g) {
         uint8_t* group = base + g * group_bytes;
         const int64_t r0 = g * kPackedGroupRows;
-        pack_group(w.type, static_cast<const uint8_t*>(w.data), w_row_bytes, r0,
-                   static_cast<int>(std::min<int64_t>(kPackedGroupRows, rows - r0)), cols / 32,
-                   group, reinterpret_cast<uint16_t*>(group + (cols / 32) * quant_bytes));
+        const int n_rows = static_cast<int>(std::min<int64_t>(kPackedGroupRows, rows - r0));
+        const auto* data = static_cast<const uint8_t*>(w.data);
+        if (w.type == DType::Q4_K) {
+          pack_group_q4_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
+        } else {
+          pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group,
+                     reinterpret_cast<uint16_t*>(group + (cols / 32) * quant_bytes));
+        }
       }
       if (on_repacked) {
         const int64_t r0 = it.g0 * kPackedGroupRows;
