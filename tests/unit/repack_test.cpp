@@ -47,10 +47,12 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
 bool active_set_refuses_repack() {
   if (repack_supported(DType::Q8_0)) {
     EXPECT_TRUE(repack_supported(DType::Q4_K)) << kernels().isa;
+    EXPECT_TRUE(repack_supported(DType::Q6_K)) << kernels().isa;
     return false;
   }
   EXPECT_FALSE(repack_supported(DType::Q4_0)) << kernels().isa;
   EXPECT_FALSE(repack_supported(DType::Q4_K)) << kernels().isa;
+  EXPECT_FALSE(repack_supported(DType::Q6_K)) << kernels().isa;
   std::mt19937 rng(5);
   testing::Weights w = testing::make_weights(DType::Q8_0, 16, 64, rng);
   w.view.data = w.bytes.data();
@@ -165,34 +167,71 @@ TEST(RepackTest, Q4kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   }
 }
 
-// The packed Q4_K kernel takes the integer steps of the file-layout kernel (block_types.h) and
-// only sums the floats in another order.
-TEST(RepackTest, Q4kMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
+TEST(RepackTest, Q6kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(17);
+  const int64_t rows = 20;
+  const int64_t cols = 512;
+  const Matrix m = make_matrix(DType::Q6_K, rows, cols, rng);
+  ASSERT_NE(m.view.packed, nullptr);
+  ASSERT_EQ(packed_group_bytes(DType::Q6_K, cols), 2 * kPackedQ6kSuperBytes);
+  const auto* packed = static_cast<const uint8_t*>(m.view.packed);
+  const size_t file_row = row_bytes(DType::Q6_K, cols);
+  for (int64_t r = 0; r < 32; ++r) {
+    const int i = static_cast<int>(r % 16);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* sb =
+          packed + (r / 16) * packed_group_bytes(DType::Q6_K, cols) + b * kPackedQ6kSuperBytes;
+      // The file's block: ql[128], qh[64], int8 scales[16], f16 d.
+      uint8_t src[210] = {};
+      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 210 * b, 210);
+      for (int p = 0; p < 48; ++p) {  // 32 ql pieces, then 16 qh pieces
+        for (int k = 0; k < 4; ++k) {
+          ASSERT_EQ(sb[64 * p + 4 * i + k], src[4 * p + k]) << "row " << r << " piece " << p;
+        }
+      }
+      for (int s = 0; s < 16; ++s) {
+        EXPECT_EQ(sb[3072 + 32 * (s / 2) + 2 * i + s % 2], src[192 + s]) << "row " << r << " " << s;
+      }
+      uint16_t d16;
+      std::memcpy(&d16, src + 208, 2);
+      float d;
+      std::memcpy(&d, sb + 3072 + 256 + 4 * i, 4);
+      EXPECT_EQ(d, f16_to_f32(d16)) << "d of row " << r;
+    }
+  }
+}
+
+// The packed K-quant kernels take the integer steps of the file-layout kernels (block_types.h)
+// and only sum the floats in another order.
+TEST(RepackTest, KQuantMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
   if (active_set_refuses_repack()) return;
   std::mt19937 rng(16);
   ThreadPool one(1);
   ThreadPool three(3);
-  for (int64_t rows : {1, 15, 16, 17, 45, 100}) {
-    for (int64_t cols : {256, 768}) {
-      const Matrix m = make_matrix(DType::Q4_K, rows, cols, rng);
-      TensorView plain = m.view;
-      plain.packed = nullptr;
-      for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
-        const std::vector<float> x = random_acts(n_tokens * cols, rng);
-        std::vector<float> want(n_tokens * rows);
-        matmul(plain, x.data(), n_tokens, want.data(), one);
-        for (ThreadPool* pool : {&one, &three}) {
-          std::vector<float> got(n_tokens * rows, NAN);
-          matmul(m.view, x.data(), n_tokens, got.data(), *pool);
-          for (int t = 0; t < n_tokens; ++t) {
-            for (int64_t r = 0; r < rows; ++r) {
-              double mag = 0.0;
-              for (int64_t c = 0; c < cols; ++c) {
-                mag += std::fabs(double{m.dequantised[r * cols + c]} * x[t * cols + c]);
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    for (int64_t rows : {1, 15, 16, 17, 45, 100}) {
+      for (int64_t cols : {256, 768}) {
+        const Matrix m = make_matrix(type, rows, cols, rng);
+        TensorView plain = m.view;
+        plain.packed = nullptr;
+        for (int n_tokens : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
+          const std::vector<float> x = random_acts(n_tokens * cols, rng);
+          std::vector<float> want(n_tokens * rows);
+          matmul(plain, x.data(), n_tokens, want.data(), one);
+          for (ThreadPool* pool : {&one, &three}) {
+            std::vector<float> got(n_tokens * rows, NAN);
+            matmul(m.view, x.data(), n_tokens, got.data(), *pool);
+            for (int t = 0; t < n_tokens; ++t) {
+              for (int64_t r = 0; r < rows; ++r) {
+                double mag = 0.0;
+                for (int64_t c = 0; c < cols; ++c) {
+                  mag += std::fabs(double{m.dequantised[r * cols + c]} * x[t * cols + c]);
+                }
+                ASSERT_NEAR(got[t * rows + r], want[t * rows + r], 1e-6 * mag)
+                    << dtype_name(type) << " rows " << rows << " cols " << cols << " tokens "
+                    << n_tokens << " threads " << pool->size() << " at token " << t << " row " << r;
               }
-              ASSERT_NEAR(got[t * rows + r], want[t * rows + r], 1e-6 * mag)
-                  << "rows " << rows << " cols " << cols << " tokens " << n_tokens << " threads "
-                  << pool->size() << " at token " << t << " row " << r;
             }
           }
         }
@@ -207,7 +246,7 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
   std::mt19937 rng(14);
   ThreadPool two(2);
   constexpr int kTokens = 40;
-  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K}) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
     for (int64_t cols : {256, 2048}) {
       const int64_t rows = 70;
       const Matrix m = make_matrix(type, rows, cols, rng);
@@ -219,8 +258,8 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
         }
       }
       // Prefill on weights that were not repacked at load (repacked on the fly) is the same
-      // arithmetic. (Q4_K weights not repacked at load are read as the file has them.)
-      if (type == DType::Q4_K) continue;
+      // arithmetic. (K-quant weights not repacked at load are read as the file has them.)
+      if (type == DType::Q4_K || type == DType::Q6_K) continue;
       TensorView plain = m.view;
       plain.packed = nullptr;
       std::vector<float> y(kTokens * rows);

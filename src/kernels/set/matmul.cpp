@@ -429,7 +429,7 @@ inline void store_rows(float* y, __m256 v, int valid) {
 #else
 #include "kernels/set/packed_tiles_256.h"
 #endif
-#include "kernels/set/packed_q4_k.h"
+#include "kernels/set/packed_kquants.h"
 
 // The number of groups a thread takes at a time: decode and small batches are bound by reading
 // the weights, so a few chunks per thread (a thread slowed by other load takes fewer and the
@@ -503,20 +503,22 @@ void quantize_act_rows(ActFormat format, const float* x, int n_tokens, int64_t c
 }
 
 #if defined(K25_MATMUL_PACKED)
-// Q4_K weights repacked at load (packed_q4_k.h), for any number of tokens.
-void packed_q4_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const float* x,
-                        int n_tokens, float* y, ThreadPool& pool) {
-  static constexpr auto tiles = q4k_tiles();
+// Q4_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
+template <typename Kind>
+void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const float* x,
+                     int n_tokens, float* y, ThreadPool& pool) {
+  static constexpr auto tiles = packed_k_tiles<Kind>();
   const int64_t n_super = cols / 256;
   const size_t a_row_bytes = act_row_bytes(ActFormat::kQ8_K, cols);
   const size_t rows_bytes = (a_row_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
+  const bool with_min_pairs = Kind::kType == DType::Q4_K;
   thread_local Scratch scratch;
-  auto* base = static_cast<uint8_t*>(
-      scratch.get(rows_bytes + static_cast<size_t>(n_tokens * n_super) * 4 * sizeof(int32_t)));
+  auto* base = static_cast<uint8_t*>(scratch.get(
+      rows_bytes + (with_min_pairs ? static_cast<size_t>(n_tokens * n_super) * 16 : 0)));
   quantize_act_rows(ActFormat::kQ8_K, x, n_tokens, cols, base, a_row_bytes, pool);
   auto* min_pairs = reinterpret_cast<int32_t*>(base + rows_bytes);
-  const Q4kActs acts{base, a_row_bytes, min_pairs, n_super};
-  for (int t = 0; t < n_tokens; ++t) {
+  const PackedKActs acts{base, a_row_bytes, min_pairs, n_super};
+  for (int t = 0; with_min_pairs && t < n_tokens; ++t) {
     for (int64_t b = 0; b < n_super; ++b) {
       const int16_t* bsums = acts.block(t, b).bsums;
       for (int q = 0; q < 4; ++q) {
@@ -527,15 +529,15 @@ void packed_q4_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const
     }
   }
   const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
-  const size_t group_bytes = packed_group_bytes(DType::Q4_K, cols);
-  const int64_t chunk = group_chunk(n_groups, n_tokens, kQ4kTokens, pool.size());
+  const size_t group_bytes = packed_group_bytes(Kind::kType, cols);
+  const int64_t chunk = group_chunk(n_groups, n_tokens, kPackedKTokens, pool.size());
   parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t r0 = g * kGroupRows;
       const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
-      for (int t0 = 0; t0 < n_tokens; t0 += kQ4kTokens) {
-        tiles[std::min(kQ4kTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0, y + r0,
-                                                       rows, valid);
+      for (int t0 = 0; t0 < n_tokens; t0 += kPackedKTokens) {
+        tiles[std::min(kPackedKTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0,
+                                                           y + r0, rows, valid);
       }
     }
   });
@@ -714,8 +716,13 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   }
 
 #if defined(K25_MATMUL_PACKED)
-  if (w.type == DType::Q4_K && w.packed != nullptr) {
-    packed_q4_k_matmul(static_cast<const uint8_t*>(w.packed), rows, cols, x, n_tokens, y, pool);
+  if (w.packed != nullptr && (w.type == DType::Q4_K || w.type == DType::Q6_K)) {
+    const auto* packed = static_cast<const uint8_t*>(w.packed);
+    if (w.type == DType::Q4_K) {
+      packed_k_matmul<PackedQ4k>(packed, rows, cols, x, n_tokens, y, pool);
+    } else {
+      packed_k_matmul<PackedQ6k>(packed, rows, cols, x, n_tokens, y, pool);
+    }
     return;
   }
 #endif

@@ -1,5 +1,5 @@
-// Repacking Q8_0 / Q4_0 / Q4_K matrices into the interleaved layout of kernels/repack.h, on the
-// kernel sets whose matmul reads it (all but the scalar one).
+// Repacking Q8_0 / Q4_0 / Q4_K / Q6_K matrices into the interleaved layout of kernels/repack.h, on
+// the kernel sets whose matmul reads it (all but the scalar one).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include "kernels/quant.h"
 #include "kernels/repack.h"
 #include "kernels/set/kquant_blocks.h"
+#include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
 #include "util/error.h"
 
@@ -19,7 +20,7 @@ namespace k25::K25_KERNEL_SET {
 
 bool repack_supported(DType type) {
 #if defined(K25_MATMUL_PACKED)
-  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q6_K;
 #else
   (void)type;
   return false;
@@ -156,6 +157,34 @@ void pack_group_q4_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
   }
 }
 
+// The same for Q6_K.
+void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
+                     uint8_t* out) {
+  for (int64_t b = 0; b < n_super; ++b, out += kPackedQ6kSuperBytes) {
+    uint8_t* qh = out + 2048;
+    auto* scale_pairs = reinterpret_cast<int8_t*>(qh + 1024);
+    auto* d = reinterpret_cast<float*>(scale_pairs + 256);
+    for (int i = 0; i < kPackedGroupRows; ++i) {
+      if (i >= n_rows) {
+        for (int p = 0; p < 32; ++p) std::memset(out + 64 * p + 4 * i, 0, 4);
+        for (int p = 0; p < 16; ++p) std::memset(qh + 64 * p + 4 * i, 0, 4);
+        for (int q = 0; q < 8; ++q)
+          scale_pairs[32 * q + 2 * i] = scale_pairs[32 * q + 2 * i + 1] = 0;
+        d[i] = 0.0f;
+        continue;
+      }
+      const auto& block = reinterpret_cast<const BlockQ6_K*>(w + (r0 + i) * w_row_bytes)[b];
+      for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.ql + 4 * p, 4);
+      for (int p = 0; p < 16; ++p) std::memcpy(qh + 64 * p + 4 * i, block.qh + 4 * p, 4);
+      for (int q = 0; q < 8; ++q) {
+        scale_pairs[32 * q + 2 * i] = block.scales[2 * q];
+        scale_pairs[32 * q + 2 * i + 1] = block.scales[2 * q + 1];
+      }
+      d[i] = half_to_float(block.d);
+    }
+  }
+}
+
 }  // namespace
 
 void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
@@ -217,6 +246,8 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
         const auto* data = static_cast<const uint8_t*>(w.data);
         if (w.type == DType::Q4_K) {
           pack_group_q4_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
+        } else if (w.type == DType::Q6_K) {
+          pack_group_q6_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else {
           pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group,
                      reinterpret_cast<uint16_t*>(group + (cols / 32) * quant_bytes));
