@@ -1,11 +1,12 @@
 // Q4_K and Q6_K matmul on weights repacked at load (layouts in kernels/repack.h), included by
-// matmul.cpp inside its namespace after the packed tiles: 256-bit vectors, one half of a group's
-// 16 rows (8 rows, a lane each) at a time, on every kernel set that repacks.
+// matmul.cpp inside its namespace after the packed tiles. One vector lane per weight row: the
+// avx512 set takes a group's 16 rows in one 512-bit vector, the avx2 and avxvnni sets the two
+// halves of 8 rows in 256-bit vectors (Lanes512, Lanes256: the few operations the kernels use).
 //
-// Per super-block, half and token, all in exact integers:
-// - the dot of each sub-block's unsigned quants with x: AVX-VNNI / AVX-512 VNNI: dpbusd, then a
-//   multiply by the sub-block's scale; AVX2: maddubs summed in 16 bits over as many pieces as
-//   cannot overflow, then widened by one madd with the scale in both 16-bit halves of its lane;
+// Per super-block, rows and token, all in exact integers:
+// - the dot of each sub-block's unsigned quants with x: VNNI: dpbusd, then a multiply by the
+//   sub-block's scale; AVX2: maddubs summed in 16 bits over as many pieces as cannot overflow,
+//   then widened by one madd with the scale in both 16-bit halves of its lane;
 // - Q4_K: summ = sum of min_s x (sum of x over sub-block s), 4 madds of the byte-pair minimums
 //   with the activations' sub-block sums; Q6_K: the quants' offset of 32 as 32 x sum of
 //   scale_s x (sum of x over sub-block s), 8 madds of scale pairs with the Q8_K bsums.
@@ -25,108 +26,292 @@ struct PackedKActs {
   }
 };
 
-// The 4 bytes at p in every 32-bit lane.
-inline __m256i broadcast4x8(const void* p) {
+inline int32_t load4(const void* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return v;
 }
 
-inline __m256i load256(const uint8_t* p) {
-  return _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
-}
+// 8 rows per vector.
+struct Lanes256 {
+  using I = __m256i;
+  using F = __m256;
+  static constexpr int kRows = 8;
+  static I zero() { return _mm256_setzero_si256(); }
+  static I bytes(char b) { return _mm256_set1_epi8(b); }
+  static I dword(int32_t v) { return _mm256_set1_epi32(v); }
+  static I load(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I band(I a, I b) { return _mm256_and_si256(a, b); }
+  static I bor(I a, I b) { return _mm256_or_si256(a, b); }
+  template <int N>
+  static I srl16(I a) {
+    return _mm256_srli_epi16(a, N);
+  }
+  template <int N>
+  static I sll16(I a) {
+    return _mm256_slli_epi16(a, N);
+  }
+  template <int N>
+  static I sll32(I a) {
+    return _mm256_slli_epi32(a, N);
+  }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I madd16(I a, I b) { return _mm256_madd_epi16(a, b); }
+#if defined(K25_MATMUL_VNNI)
+  static I dpbusd(I acc, I u8, I s8) {
+    return K25_DPBUSD256(acc, u8, s8);
+  }
+#else
+  static I add16(I a, I b) {
+    return _mm256_add_epi16(a, b);
+  }
+  static I maddubs(I u8, I s8) {
+    return _mm256_maddubs_epi16(u8, s8);
+  }
+  // The low (Odd false) or high int16 of each lane in both of its halves.
+  template <bool Odd>
+  static I dup16(I a) {
+    return Odd ? _mm256_blend_epi16(_mm256_srli_epi32(a, 16), a, 0xAA)
+               : _mm256_blend_epi16(a, _mm256_slli_epi32(a, 16), 0xAA);
+  }
+#endif
+  // The low (Odd false) or high int16 of each lane, sign-extended to the lane.
+  template <bool Odd>
+  static I sign_extend16(I a) {
+    return Odd ? _mm256_srai_epi32(a, 16) : _mm256_srai_epi32(_mm256_slli_epi32(a, 16), 16);
+  }
+  static I u8_to_i32(const uint8_t* p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I u8_to_i16(const uint8_t* p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I s8_to_i16(const uint8_t* p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F f16_to_f32(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F load_f32(const float* p) {
+    return _mm256_loadu_ps(p);
+  }
+  static F fzero() {
+    return _mm256_setzero_ps();
+  }
+  static F fset(float v) {
+    return _mm256_set1_ps(v);
+  }
+  static F fmul(F a, F b) {
+    return _mm256_mul_ps(a, b);
+  }
+  static F fmadd(I i, F s, F acc) {
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(i), s, acc);
+  }
+  static F fnmadd(I i, F s, F acc) {
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(i), s, acc);
+  }
+  static void store(float* y, F v, int valid) {
+    store_rows(y, v, valid);
+  }
+};
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)
+// 16 rows per vector (the avx512 set, always with VNNI).
+struct Lanes512 {
+  using I = __m512i;
+  using F = __m512;
+  static constexpr int kRows = 16;
+  static I zero() { return _mm512_setzero_si512(); }
+  static I bytes(char b) { return _mm512_set1_epi8(b); }
+  static I dword(int32_t v) { return _mm512_set1_epi32(v); }
+  static I load(const uint8_t* p) { return _mm512_load_si512(p); }
+  static I band(I a, I b) { return _mm512_and_si512(a, b); }
+  static I bor(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int N>
+  static I srl16(I a) {
+    return _mm512_srli_epi16(a, N);
+  }
+  template <int N>
+  static I sll16(I a) {
+    return _mm512_slli_epi16(a, N);
+  }
+  template <int N>
+  static I sll32(I a) {
+    return _mm512_slli_epi32(a, N);
+  }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I mul32(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I madd16(I a, I b) { return _mm512_madd_epi16(a, b); }
+  static I dpbusd(I acc, I u8, I s8) { return _mm512_dpbusd_epi32(acc, u8, s8); }
+  template <bool Odd>
+  static I sign_extend16(I a) {
+    return Odd ? _mm512_srai_epi32(a, 16) : _mm512_srai_epi32(_mm512_slli_epi32(a, 16), 16);
+  }
+  static I u8_to_i32(const uint8_t* p) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static I u8_to_i16(const uint8_t* p) {
+    return _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static I s8_to_i16(const uint8_t* p) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F f16_to_f32(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F load_f32(const float* p) { return _mm512_loadu_ps(p); }
+  static F fzero() { return _mm512_setzero_ps(); }
+  static F fset(float v) { return _mm512_set1_ps(v); }
+  static F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(I i, F s, F acc) { return _mm512_fmadd_ps(_mm512_cvtepi32_ps(i), s, acc); }
+  static F fnmadd(I i, F s, F acc) { return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(i), s, acc); }
+  static void store(float* y, F v, int valid) {
+    if (valid > 0) _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << valid) - 1), v);
+  }
+};
+using PackedKLanes = Lanes512;
+#else
+using PackedKLanes = Lanes256;
+#endif
+
+// Tokens per prefill tile. Without AVX-512's 32 registers, 2 (4 measured no faster on the avx2
+// set: Q4_K_M pp512 59.0 vs 59.7 tok/s, 1 thread).
 #if defined(__AVX512VL__)
-constexpr int kPackedKTokens = 4;  // 32 vector registers
+constexpr int kPackedKTokens = 4;
 #else
 constexpr int kPackedKTokens = 2;
 #endif
+
+// The integer dot of the unsigned quant vectors q(i) (4 quants of each row, i < N) with the 4
+// activation quants at x[t] + 4 i, per row lane, times `scale` (pair_scale, byte_scale), added to
+// sum[t] for T tokens. VNNI: dpbusd, then one multiply; with one token, two dependency chains.
+// AVX2: maddubs summed in 16 bits over Pieces16 pieces (which must not overflow), then a madd
+// with the scale in both halves of each lane.
+template <typename L, int T, int N, int Pieces16, typename Quants>
+[[gnu::always_inline]] inline void scaled_dots(const Quants& q, const int8_t* const* x,
+                                               typename L::I scale, typename L::I* sum) {
+  using I = typename L::I;
+#if defined(K25_MATMUL_VNNI)
+  constexpr int kChains = T == 1 ? 2 : 1;
+  I dot[kChains][T];
+  K25_UNROLL
+  for (int c = 0; c < kChains; ++c) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) dot[c][t] = L::zero();
+  }
+  K25_UNROLL8
+  for (int i = 0; i < N; ++i) {
+    const I w = q(i);
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      dot[i % kChains][t] = L::dpbusd(dot[i % kChains][t], w, L::dword(load4(x[t] + 4 * i)));
+    }
+  }
+  K25_UNROLL
+  for (int t = 0; t < T; ++t) {
+    const I d = kChains == 2 ? L::add32(dot[0][t], dot[kChains - 1][t]) : dot[0][t];
+    sum[t] = L::add32(sum[t], L::mul32(d, scale));
+  }
+#else
+  K25_UNROLL
+  for (int i0 = 0; i0 < N; i0 += Pieces16) {
+    I dot16[T];
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) dot16[t] = L::zero();
+    K25_UNROLL8
+    for (int i = i0; i < i0 + Pieces16; ++i) {
+      const I w = q(i);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        dot16[t] = L::add16(dot16[t], L::maddubs(w, L::dword(load4(x[t] + 4 * i))));
+      }
+    }
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) sum[t] = L::add32(sum[t], L::madd16(dot16[t], scale));
+  }
+#endif
+}
+
+// The scale of the low (Odd false) or high int16 of each lane of `pairs`, as scaled_dots takes it
+// (VNNI: int32 lanes; AVX2: in both 16-bit halves).
+template <typename L, bool Odd>
+[[gnu::always_inline]] inline typename L::I pair_scale(typename L::I pairs) {
+#if defined(K25_MATMUL_VNNI)
+  return L::template sign_extend16<Odd>(pairs);
+#else
+  return L::template dup16<Odd>(pairs);
+#endif
+}
+
+// The unsigned byte scales of the rows at p, as scaled_dots takes them.
+template <typename L>
+[[gnu::always_inline]] inline typename L::I byte_scale(const uint8_t* p) {
+#if defined(K25_MATMUL_VNNI)
+  return L::u8_to_i32(p);
+#else
+  return L::template dup16<false>(L::u8_to_i32(p));
+#endif
+}
 
 // Q4_K: pieces 8j..8j+7 hold sub-block 2j in their low nibbles and 2j + 1 in their high ones.
 struct PackedQ4k {
   static constexpr DType kType = DType::Q4_K;
   static constexpr size_t kSuperBytes = kPackedQ4kSuperBytes;
 
-  // acc[t] += the products of half `half` of super-block b (at sb) with tokens [t0, t0 + T).
-  template <int T>
-  [[gnu::always_inline]] static void super_half(const uint8_t* sb, int half, const PackedKActs& a,
-                                                int t0, int64_t b, __m256 acc[T]) {
-    const uint8_t* quants = sb + 4 * kHalfRows * half;
-    const uint8_t* scales = sb + 2048 + kHalfRows * half;
-    const uint8_t* mins = sb + 2048 + 128 + 2 * kHalfRows * half;
-    const auto* dw = reinterpret_cast<const uint16_t*>(sb + 2048 + 256) + kHalfRows * half;
-    const int8_t* xq[T];
+  // acc[t] += the products of the rows of part `part` (L::kRows rows from row L::kRows * part)
+  // of super-block b (at sb) with tokens [t0, t0 + T).
+  template <typename L, int T>
+  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part, const PackedKActs& a, int t0,
+                                          int64_t b, typename L::F acc[T]) {
+    using I = typename L::I;
+    constexpr int R = L::kRows;
+    const uint8_t* quants = sb + 4 * R * part;
+    const uint8_t* scales = sb + 2048 + R * part;
+    const uint8_t* mins = sb + 2048 + 128 + 2 * R * part;
+    const auto* dw = reinterpret_cast<const uint16_t*>(sb + 2048 + 256) + R * part;
+    const I low4 = L::bytes(0x0f);
+    I sumi[T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) xq[t] = a.block(t0 + t, b).qs;
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256i sumi[T];
-    K25_UNROLL
-    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; ++t) sumi[t] = L::zero();
     for (int j = 0; j < 4; ++j) {
       const uint8_t* w = quants + 64 * 8 * j;
-      const __m256i sc_lo = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * 2 * j)));
-      const __m256i sc_hi = _mm256_cvtepu8_epi32(
-          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * (2 * j + 1))));
-      __m256i lo_sum[T], hi_sum[T];
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) lo_sum[t] = hi_sum[t] = _mm256_setzero_si256();
-      K25_UNROLL8
-      for (int k = 0; k < 8; ++k) {
-        const __m256i v = load256(w + 64 * k);
-        const __m256i lo = _mm256_and_si256(v, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        K25_UNROLL
-        for (int t = 0; t < T; ++t) {
-          const int8_t* x = xq[t] + 64 * j + 4 * k;
-#if defined(K25_MATMUL_VNNI)
-          lo_sum[t] = K25_DPBUSD256(lo_sum[t], lo, broadcast4x8(x));
-          hi_sum[t] = K25_DPBUSD256(hi_sum[t], hi, broadcast4x8(x + 32));
-#else
-          // 8 pieces x 2 products of at most 15 x 127 per 16-bit lane: < 2^15.
-          lo_sum[t] = _mm256_add_epi16(lo_sum[t], _mm256_maddubs_epi16(lo, broadcast4x8(x)));
-          hi_sum[t] = _mm256_add_epi16(hi_sum[t], _mm256_maddubs_epi16(hi, broadcast4x8(x + 32)));
-#endif
-        }
-      }
-#if defined(K25_MATMUL_VNNI)
+      const int8_t* x[T];
+      const int8_t* x_hi[T];
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_mullo_epi32(lo_sum[t], sc_lo),
-                                                             _mm256_mullo_epi32(hi_sum[t], sc_hi)));
+        x[t] = a.block(t0 + t, b).qs + 64 * j;
+        x_hi[t] = x[t] + 32;
       }
-#else
-      const __m256i sc16_lo = _mm256_or_si256(sc_lo, _mm256_slli_epi32(sc_lo, 16));
-      const __m256i sc16_hi = _mm256_or_si256(sc_hi, _mm256_slli_epi32(sc_hi, 16));
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        sumi[t] =
-            _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(lo_sum[t], sc16_lo),
-                                                       _mm256_madd_epi16(hi_sum[t], sc16_hi)));
-      }
-#endif
+      // Sub-block 2j then 2j + 1; 8 pieces x 2 products of at most 15 x 127 per 16-bit lane.
+      const auto lo = [&](int k) { return L::band(L::load(w + 64 * k), low4); };
+      scaled_dots<L, T, 8, 8>(lo, x, byte_scale<L>(scales + 16 * 2 * j), sumi);
+      const auto hi = [&](int k) {
+        return L::band(L::template srl16<4>(L::load(w + 64 * k)), low4);
+      };
+      scaled_dots<L, T, 8, 8>(hi, x_hi, byte_scale<L>(scales + 16 * (2 * j + 1)), sumi);
     }
-    __m256i summ[T];
+    I summ[T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) summ[t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; ++t) summ[t] = L::zero();
     K25_UNROLL
     for (int q = 0; q < 4; ++q) {
-      const __m256i pair =
-          _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(mins + 32 * q)));
+      const I pair = L::u8_to_i16(mins + 32 * q);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         const int32_t x_sums = a.min_pairs[((t0 + t) * a.n_super + b) * 4 + q];
-        summ[t] = _mm256_add_epi32(summ[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(x_sums)));
+        summ[t] = L::add32(summ[t], L::madd16(pair, L::dword(x_sums)));
       }
     }
-    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dw)));
-    const __m256 dmin =
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dw + kGroupRows)));
+    const auto d = L::f16_to_f32(dw);
+    const auto dmin = L::f16_to_f32(dw + kGroupRows);
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
-      const __m256 dx = _mm256_set1_ps(a.block(t0 + t, b).d);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]), _mm256_mul_ps(d, dx), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(summ[t]), _mm256_mul_ps(dmin, dx), acc[t]);
+      const auto dx = L::fset(a.block(t0 + t, b).d);
+      acc[t] = L::fmadd(sumi[t], L::fmul(d, dx), acc[t]);
+      acc[t] = L::fnmadd(summ[t], L::fmul(dmin, dx), acc[t]);
     }
   }
 };
@@ -139,152 +324,122 @@ struct PackedQ6k {
   static constexpr DType kType = DType::Q6_K;
   static constexpr size_t kSuperBytes = kPackedQ6kSuperBytes;
 
-  // The 6-bit quants (0..63) of group e from ql pieces a (e = 0, 2) or b (e = 1, 3) and qh piece h.
-  static __m256i quants(int e, __m256i a, __m256i b, __m256i h) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i top2 = _mm256_set1_epi8(0x30);
+  // The 6-bit quants (0..63) of group e from ql piece a (e = 0, 2) or b (e = 1, 3) and qh piece h.
+  template <typename L>
+  static typename L::I quants(int e, const uint8_t* a, const uint8_t* b, const uint8_t* h) {
+    const auto low4 = L::bytes(0x0f);
+    const auto top2 = L::bytes(0x30);
+    const auto hv = L::load(h);
     switch (e) {
       case 0:
-        return _mm256_or_si256(_mm256_and_si256(a, low4),
-                               _mm256_and_si256(_mm256_slli_epi16(h, 4), top2));
+        return L::bor(L::band(L::load(a), low4), L::band(L::template sll16<4>(hv), top2));
       case 1:
-        return _mm256_or_si256(_mm256_and_si256(b, low4),
-                               _mm256_and_si256(_mm256_slli_epi16(h, 2), top2));
+        return L::bor(L::band(L::load(b), low4), L::band(L::template sll16<2>(hv), top2));
       case 2:
-        return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4),
-                               _mm256_and_si256(h, top2));
+        return L::bor(L::band(L::template srl16<4>(L::load(a)), low4), L::band(hv, top2));
       default:
-        return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), low4),
-                               _mm256_and_si256(_mm256_srli_epi16(h, 2), top2));
+        return L::bor(L::band(L::template srl16<4>(L::load(b)), low4),
+                      L::band(L::template srl16<2>(hv), top2));
     }
   }
 
-  template <int T>
-  [[gnu::always_inline]] static void super_half(const uint8_t* sb, int half, const PackedKActs& a,
-                                                int t0, int64_t b, __m256 acc[T]) {
-    const uint8_t* ql = sb + 4 * kHalfRows * half;
-    const uint8_t* qh = sb + 2048 + 4 * kHalfRows * half;
-    const uint8_t* scale_pairs = sb + 3072 + 2 * kHalfRows * half;
-    const float* dw = reinterpret_cast<const float*>(sb + 3072 + 256) + kHalfRows * half;
+  template <typename L, int T>
+  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part, const PackedKActs& a, int t0,
+                                          int64_t b, typename L::F acc[T]) {
+    using I = typename L::I;
+    constexpr int R = L::kRows;
+    const uint8_t* ql = sb + 4 * R * part;
+    const uint8_t* qh = sb + 2048 + 4 * R * part;
+    const uint8_t* scale_pairs = sb + 3072 + 2 * R * part;
+    const float* dw = reinterpret_cast<const float*>(sb + 3072 + 256) + R * part;
     const BlockQ8_K* x[T];
     K25_UNROLL
     for (int t = 0; t < T; ++t) x[t] = &a.block(t0 + t, b);
-    __m256i sumi[T];
+    I sumi[T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) sumi[t] = _mm256_setzero_si256();
+    for (int t = 0; t < T; ++t) sumi[t] = L::zero();
     for (int n = 0; n < 2; ++n) {
       for (int e = 0; e < 4; ++e) {
-        // Sub-blocks 8n + 2e and 8n + 2e + 1: the int16 lanes of their row's scale pair.
-        const __m256i pairs = _mm256_cvtepi8_epi16(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(scale_pairs + 32 * (4 * n + e))));
+        // Sub-blocks 8n + 2e (m = 0) and 8n + 2e + 1 (m = 1): the int16 halves of the lanes.
+        const I pairs = L::s8_to_i16(scale_pairs + 32 * (4 * n + e));
         K25_UNROLL
         for (int m = 0; m < 2; ++m) {
-#if defined(K25_MATMUL_VNNI)
-          const __m256i scale = m == 0 ? _mm256_srai_epi32(_mm256_slli_epi32(pairs, 16), 16)
-                                       : _mm256_srai_epi32(pairs, 16);
-          __m256i dot[T];
-#else
-          // The scale in both 16-bit halves of the lane.
-          const __m256i scale = m == 0
-                                    ? _mm256_blend_epi16(pairs, _mm256_slli_epi32(pairs, 16), 0xAA)
-                                    : _mm256_blend_epi16(_mm256_srli_epi32(pairs, 16), pairs, 0xAA);
-          __m256i dot16[T][2];
-#endif
+          const int8_t* xs[T];
           K25_UNROLL
-          for (int t = 0; t < T; ++t) {
-#if defined(K25_MATMUL_VNNI)
-            dot[t] = _mm256_setzero_si256();
-#else
-            dot16[t][0] = dot16[t][1] = _mm256_setzero_si256();
-#endif
-          }
-          K25_UNROLL
-          for (int i = 0; i < 4; ++i) {
+          for (int t = 0; t < T; ++t) xs[t] = x[t]->qs + 128 * n + 32 * e + 16 * m;
+          const auto q = [&](int i) {
             const int k = 4 * m + i;
-            const __m256i q =
-                quants(e, load256(ql + 64 * (16 * n + k)), load256(ql + 64 * (16 * n + 8 + k)),
-                       load256(qh + 64 * (8 * n + k)));
-            K25_UNROLL
-            for (int t = 0; t < T; ++t) {
-              const __m256i xv = broadcast4x8(x[t]->qs + 128 * n + 32 * e + 4 * k);
-#if defined(K25_MATMUL_VNNI)
-              dot[t] = K25_DPBUSD256(dot[t], q, xv);
-#else
-              // 2 pieces x 2 products of at most 63 x 127 per 16-bit lane: < 2^15.
-              dot16[t][i / 2] = _mm256_add_epi16(dot16[t][i / 2], _mm256_maddubs_epi16(q, xv));
-#endif
-            }
-          }
-          K25_UNROLL
-          for (int t = 0; t < T; ++t) {
-#if defined(K25_MATMUL_VNNI)
-            sumi[t] = _mm256_add_epi32(sumi[t], _mm256_mullo_epi32(dot[t], scale));
-#else
-            sumi[t] =
-                _mm256_add_epi32(sumi[t], _mm256_add_epi32(_mm256_madd_epi16(dot16[t][0], scale),
-                                                           _mm256_madd_epi16(dot16[t][1], scale)));
-#endif
-          }
+            return quants<L>(e, ql + 64 * (16 * n + k), ql + 64 * (16 * n + 8 + k),
+                             qh + 64 * (8 * n + k));
+          };
+          // 2 pieces x 2 products of at most 63 x 127 per 16-bit lane.
+          const I scale = m == 0 ? pair_scale<L, false>(pairs) : pair_scale<L, true>(pairs);
+          scaled_dots<L, T, 4, 2>(q, xs, scale, sumi);
         }
       }
     }
     // The quants' offset: 32 x sum over the 16 sub-blocks of scale x (sum of x over it).
     K25_UNROLL
     for (int q = 0; q < 8; ++q) {
-      const __m256i pairs = _mm256_cvtepi8_epi16(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(scale_pairs + 32 * q)));
+      const I pairs = L::s8_to_i16(scale_pairs + 32 * q);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        const __m256i offset = _mm256_madd_epi16(pairs, broadcast4x8(x[t]->bsums + 2 * q));
-        sumi[t] = _mm256_sub_epi32(sumi[t], _mm256_slli_epi32(offset, 5));
+        const I offset = L::madd16(pairs, L::dword(load4(x[t]->bsums + 2 * q)));
+        sumi[t] = L::sub32(sumi[t], L::template sll32<5>(offset));
       }
     }
-    const __m256 d = _mm256_loadu_ps(dw);
+    const auto d = L::load_f32(dw);
     K25_UNROLL
-    for (int t = 0; t < T; ++t) {
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sumi[t]),
-                               _mm256_mul_ps(d, _mm256_set1_ps(x[t]->d)), acc[t]);
-    }
+    for (int t = 0; t < T; ++t) acc[t] = L::fmadd(sumi[t], L::fmul(d, L::fset(x[t]->d)), acc[t]);
   }
 };
 
-// y for the 16 rows of a group (the first valid_rows of them) and tokens [t0, t0 + T), one half
-// at a time; the group (2-3 KB per super-block) stays in L1/L2 while the tokens pass.
+// y for the 16 rows of a group (the first valid_rows of them) and tokens [t0, t0 + T), one
+// vector of rows at a time; the group (2-3 KB per super-block) stays in L1/L2 while the tokens
+// pass.
 template <typename Kind, int T>
 void packed_k_tile(const uint8_t* group, const PackedKActs& a, int t0, float* y, int64_t y_stride,
                    int valid_rows) {
-  for (int half = 0; half < 2; ++half) {
-    if (valid_rows <= kHalfRows * half) break;
-    __m256 acc[T];
+  using L = PackedKLanes;
+  for (int part = 0; part < kGroupRows / L::kRows; ++part) {
+    if (valid_rows <= L::kRows * part) break;
+    typename L::F acc[T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[t] = L::fzero();
     for (int64_t b = 0; b < a.n_super; ++b) {
-      Kind::template super_half<T>(group + b * Kind::kSuperBytes, half, a, t0, b, acc);
+      Kind::template rows<L, T>(group + b * Kind::kSuperBytes, part, a, t0, b, acc);
     }
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
-      store_rows(y + (t0 + t) * y_stride + kHalfRows * half, acc[t], valid_rows - kHalfRows * half);
+      L::store(y + (t0 + t) * y_stride + L::kRows * part, acc[t], valid_rows - L::kRows * part);
     }
   }
 }
 
-// Decode (one token): both halves of each super-block in one pass, so the group is read once as
+// Decode (one token): every row of each super-block in one pass, so the group is read once as
 // one sequential stream, prefetched into L2 kPrefetchBytes ahead.
 template <typename Kind>
 void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, float* y,
                           int64_t y_stride, int valid_rows) {
-  __m256 acc0[1] = {_mm256_setzero_ps()};
-  __m256 acc1[1] = {_mm256_setzero_ps()};
+  using L = PackedKLanes;
+  constexpr int kParts = kGroupRows / L::kRows;
+  typename L::F acc[kParts][1];
+  K25_UNROLL
+  for (int part = 0; part < kParts; ++part) acc[part][0] = L::fzero();
   for (int64_t b = 0; b < a.n_super; ++b) {
     const uint8_t* sb = group + b * Kind::kSuperBytes;
     for (size_t i = 0; i < Kind::kSuperBytes; i += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), _MM_HINT_T1);
     }
-    Kind::template super_half<1>(sb, 0, a, t0, b, acc0);
-    Kind::template super_half<1>(sb, 1, a, t0, b, acc1);
+    K25_UNROLL
+    for (int part = 0; part < kParts; ++part) {
+      Kind::template rows<L, 1>(sb, part, a, t0, b, acc[part]);
+    }
   }
-  store_rows(y + t0 * y_stride, acc0[0], valid_rows);
-  store_rows(y + t0 * y_stride + kHalfRows, acc1[0], valid_rows - kHalfRows);
+  K25_UNROLL
+  for (int part = 0; part < kParts; ++part) {
+    L::store(y + t0 * y_stride + L::kRows * part, acc[part][0], valid_rows - L::kRows * part);
+  }
 }
 
 using PackedKTileFn = void (*)(const uint8_t*, const PackedKActs&, int, float*, int64_t, int);
