@@ -1,7 +1,7 @@
 // Weights repacked at load (kernels/repack.h): the layout, matmul on it against a double
-// reference, results per token independent of the other tokens of a call, and a model loaded
-// from GGUF with every matmul weight repacked, on the kernel set that repacks (AVX-512); the
-// others leave every weight as it is.
+// reference (Q4_K, Q6_K: against the file-layout kernels), results per token independent of the
+// other tokens of a call, and a model loaded from GGUF with every matmul weight repacked, on the
+// kernel sets that repack (all but scalar); the scalar set leaves every weight as it is.
 #include "kernels/repack.h"
 
 #include <gtest/gtest.h>
@@ -42,8 +42,8 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
   return x;
 }
 
-// Only the AVX-512 kernel set repacks. Under the others (K25_ISA, or a CPU without AVX-512)
-// the tests of the layout check instead that nothing is repacked and a repack is refused.
+// Every kernel set but the scalar one repacks. Under the scalar set (K25_ISA=scalar) the tests
+// of the layout check instead that nothing is repacked and a repack is refused.
 bool active_set_refuses_repack() {
   if (repack_supported(DType::Q8_0)) {
     EXPECT_TRUE(repack_supported(DType::Q4_K)) << kernels().isa;
