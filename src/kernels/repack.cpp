@@ -16,6 +16,7 @@ size_t packed_quant_bytes(DType type) {
 
 size_t packed_group_bytes(DType type, int64_t cols) {
   if (type == DType::Q4_K) return static_cast<size_t>(cols / 256) * kPackedQ4kSuperBytes;
+  if (type == DType::Q5_K) return static_cast<size_t>(cols / 256) * kPackedQ5kSuperBytes;
   if (type == DType::Q6_K) return static_cast<size_t>(cols / 256) * kPackedQ6kSuperBytes;
   const size_t n_blocks = static_cast<size_t>(cols / 32);
   const size_t bytes = n_blocks * (packed_quant_bytes(type) + 2 * kPackedGroupRows);

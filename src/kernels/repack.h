@@ -17,6 +17,8 @@
 // sub-block scales unpacked to bytes (sub-block s: 16 bytes, row i at s * 16 + i), the 8
 // minimums as byte pairs (pair q: 32 bytes, row i's minimums 2q and 2q + 1 at 2i, 2i + 1), and
 // the 16 f16 d, then the 16 f16 dmin. 2368 bytes for 16 x 144 in the file (+2.8%).
+// Q5_K groups are Q4_K's with the 32 qh bytes of each row as 8 pieces after the quant pieces:
+// kPackedQ5kSuperBytes = 2880 for 16 x 176 (+2.3%).
 // Q6_K groups likewise, kPackedQ6kSuperBytes per super-block: the 128 ql bytes of each row as 32
 // pieces, the 64 qh bytes as 16 pieces, the 16 int8 scales as pairs (pair q: 32 bytes, row i's
 // scales 2q and 2q + 1 at 2i, 2i + 1), then the 16 d as f32. 3392 bytes for 16 x 210 (+0.95%).
@@ -34,6 +36,7 @@ namespace k25 {
 
 constexpr int kPackedGroupRows = 16;
 constexpr size_t kPackedQ4kSuperBytes = 2048 + 128 + 128 + 32 + 32;
+constexpr size_t kPackedQ5kSuperBytes = kPackedQ4kSuperBytes + 512;
 constexpr size_t kPackedQ6kSuperBytes = 2048 + 1024 + 256 + 64;
 
 // Bytes of one block's quants for the 16 rows of a group: 512 (Q8_0) or 256 (Q4_0).
@@ -64,8 +67,8 @@ class PackedMatrix {
 // A kernel set's own files call its entries instead (kernels/set/set_entries.h).
 #if !defined(K25_BUILDING_KERNEL_SET)
 // Whether the active kernel set's matmul runs on repacked weights of this type (Q8_0, Q4_0,
-// Q4_K and Q6_K on every set but the scalar one). Elsewhere nothing is repacked and matmul reads
-// the weights as they are.
+// Q4_K, Q5_K and Q6_K on every set but the scalar one). Elsewhere nothing is repacked and matmul
+// reads the weights as they are.
 bool repack_supported(DType type);
 #endif
 

@@ -47,11 +47,13 @@ std::vector<float> random_acts(int64_t n, std::mt19937& rng) {
 bool active_set_refuses_repack() {
   if (repack_supported(DType::Q8_0)) {
     EXPECT_TRUE(repack_supported(DType::Q4_K)) << kernels().isa;
+    EXPECT_TRUE(repack_supported(DType::Q5_K)) << kernels().isa;
     EXPECT_TRUE(repack_supported(DType::Q6_K)) << kernels().isa;
     return false;
   }
   EXPECT_FALSE(repack_supported(DType::Q4_0)) << kernels().isa;
   EXPECT_FALSE(repack_supported(DType::Q4_K)) << kernels().isa;
+  EXPECT_FALSE(repack_supported(DType::Q5_K)) << kernels().isa;
   EXPECT_FALSE(repack_supported(DType::Q6_K)) << kernels().isa;
   std::mt19937 rng(5);
   testing::Weights w = testing::make_weights(DType::Q8_0, 16, 64, rng);
@@ -209,7 +211,7 @@ TEST(RepackTest, KQuantMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
   std::mt19937 rng(16);
   ThreadPool one(1);
   ThreadPool three(3);
-  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int64_t rows : {1, 15, 16, 17, 45, 100}) {
       for (int64_t cols : {256, 768}) {
         const Matrix m = make_matrix(type, rows, cols, rng);
@@ -246,7 +248,7 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
   std::mt19937 rng(14);
   ThreadPool two(2);
   constexpr int kTokens = 40;
-  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (int64_t cols : {256, 2048}) {
       const int64_t rows = 70;
       const Matrix m = make_matrix(type, rows, cols, rng);
@@ -259,7 +261,7 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
       }
       // Prefill on weights that were not repacked at load (repacked on the fly) is the same
       // arithmetic. (K-quant weights not repacked at load are read as the file has them.)
-      if (type == DType::Q4_K || type == DType::Q6_K) continue;
+      if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) continue;
       TensorView plain = m.view;
       plain.packed = nullptr;
       std::vector<float> y(kTokens * rows);

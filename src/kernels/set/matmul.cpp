@@ -503,7 +503,7 @@ void quantize_act_rows(ActFormat format, const float* x, int n_tokens, int64_t c
 }
 
 #if defined(K25_MATMUL_PACKED)
-// Q4_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
+// Q4_K / Q5_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
 template <typename Kind>
 void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const float* x,
                      int n_tokens, float* y, ThreadPool& pool) {
@@ -511,7 +511,7 @@ void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const fl
   const int64_t n_super = cols / 256;
   const size_t a_row_bytes = act_row_bytes(ActFormat::kQ8_K, cols);
   const size_t rows_bytes = (a_row_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
-  const bool with_min_pairs = Kind::kType == DType::Q4_K;
+  const bool with_min_pairs = Kind::kType != DType::Q6_K;
   thread_local Scratch scratch;
   auto* base = static_cast<uint8_t*>(scratch.get(
       rows_bytes + (with_min_pairs ? static_cast<size_t>(n_tokens * n_super) * 16 : 0)));
@@ -716,10 +716,13 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   }
 
 #if defined(K25_MATMUL_PACKED)
-  if (w.packed != nullptr && (w.type == DType::Q4_K || w.type == DType::Q6_K)) {
+  if (w.packed != nullptr &&
+      (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K)) {
     const auto* packed = static_cast<const uint8_t*>(w.packed);
     if (w.type == DType::Q4_K) {
       packed_k_matmul<PackedQ4k>(packed, rows, cols, x, n_tokens, y, pool);
+    } else if (w.type == DType::Q5_K) {
+      packed_k_matmul<PackedQ5k>(packed, rows, cols, x, n_tokens, y, pool);
     } else {
       packed_k_matmul<PackedQ6k>(packed, rows, cols, x, n_tokens, y, pool);
     }

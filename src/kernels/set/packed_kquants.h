@@ -1,4 +1,4 @@
-// Q4_K and Q6_K matmul on weights repacked at load (layouts in kernels/repack.h), included by
+// Q4_K, Q5_K and Q6_K matmul on weights repacked at load (layouts in kernels/repack.h), included by
 // matmul.cpp inside its namespace after the packed tiles. One vector lane per weight row: the
 // avx512 set takes a group's 16 rows in one 512-bit vector, the avx2 and avxvnni sets the two
 // halves of 8 rows in 256-bit vectors (Lanes512, Lanes256: the few operations the kernels use).
@@ -7,18 +7,20 @@
 // - the dot of each sub-block's unsigned quants with x: VNNI: dpbusd, then a multiply by the
 //   sub-block's scale; AVX2: maddubs summed in 16 bits over as many pieces as cannot overflow,
 //   then widened by one madd with the scale in both 16-bit halves of its lane;
-// - Q4_K: summ = sum of min_s x (sum of x over sub-block s), 4 madds of the byte-pair minimums
+// - Q4_K, Q5_K: summ = sum of min_s x (sum of x over sub-block s), 4 madds of the byte-pair
+// minimums
 //   with the activations' sub-block sums; Q6_K: the quants' offset of 32 as 32 x sum of
 //   scale_s x (sum of x over sub-block s), 8 madds of scale pairs with the Q8_K bsums.
-// Then acc += (d dx) sumi (Q4_K: acc -= (dmin dx) summ) in float: the same steps for a token in
-// every tile size and in decode, so its result does not depend on the other tokens of the call.
+// Then acc += (d dx) sumi (Q4_K, Q5_K: acc -= (dmin dx) summ) in float: the same steps for a token
+// in every tile size and in decode, so its result does not depend on the other tokens of the call.
 
 // Activations as Q8_K rows (llama.cpp's rounding, as the file-layout kernels take them) plus, for
-// Q4_K, per token and super-block the sums of x over sub-blocks 2q and 2q + 1 as two int16.
+// Q4_K and Q5_K, per token and super-block the sums of x over sub-blocks 2q and 2q + 1 as two
+// int16.
 struct PackedKActs {
   const uint8_t* rows;
   size_t row_bytes;
-  const int32_t* min_pairs;  // Q4_K: [(t * n_super + b) * 4 + q]
+  const int32_t* min_pairs;  // Q4_K, Q5_K: [(t * n_super + b) * 4 + q]
   int64_t n_super;
 
   const BlockQ8_K& block(int t, int64_t b) const {
@@ -51,6 +53,7 @@ struct Lanes256 {
   static I sll16(I a) {
     return _mm256_slli_epi16(a, N);
   }
+  static I srl16n(I a, int n) { return _mm256_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   template <int N>
   static I sll32(I a) {
     return _mm256_slli_epi32(a, N);
@@ -137,6 +140,7 @@ struct Lanes512 {
   static I sll16(I a) {
     return _mm512_slli_epi16(a, N);
   }
+  static I srl16n(I a, int n) { return _mm512_srl_epi16(a, _mm_cvtsi32_si128(n)); }
   template <int N>
   static I sll32(I a) {
     return _mm512_slli_epi32(a, N);
@@ -256,10 +260,14 @@ template <typename L>
 #endif
 }
 
-// Q4_K: pieces 8j..8j+7 hold sub-block 2j in their low nibbles and 2j + 1 in their high ones.
-struct PackedQ4k {
-  static constexpr DType kType = DType::Q4_K;
-  static constexpr size_t kSuperBytes = kPackedQ4kSuperBytes;
+// Q4_K and Q5_K: pieces 8j..8j+7 hold sub-block 2j in their low nibbles and 2j + 1 in their
+// high ones; Q5_K's fifth bits are bits 2j and 2j + 1 of qh piece k (bytes 4k..4k+3 of qh).
+template <DType D>
+struct PackedK4 {
+  static constexpr DType kType = D;
+  static constexpr bool kFifthBit = D == DType::Q5_K;
+  static constexpr size_t kSuperBytes = kFifthBit ? kPackedQ5kSuperBytes : kPackedQ4kSuperBytes;
+  static constexpr size_t kMeta = kFifthBit ? 2048 + 512 : 2048;  // scales, minimums, d, dmin
 
   // acc[t] += the products of the rows of part `part` (L::kRows rows from row L::kRows * part)
   // of super-block b (at sb) with tokens [t0, t0 + T).
@@ -268,11 +276,15 @@ struct PackedQ4k {
                                           int64_t b, typename L::F acc[T]) {
     using I = typename L::I;
     constexpr int R = L::kRows;
+    // maddubs sums in 16 bits: 2 products of at most 15 (31 with the fifth bit) x 127 a piece.
+    constexpr int kPieces16 = kFifthBit ? 4 : 8;
     const uint8_t* quants = sb + 4 * R * part;
-    const uint8_t* scales = sb + 2048 + R * part;
-    const uint8_t* mins = sb + 2048 + 128 + 2 * R * part;
-    const auto* dw = reinterpret_cast<const uint16_t*>(sb + 2048 + 256) + R * part;
+    const uint8_t* high = sb + 2048 + 4 * R * part;
+    const uint8_t* scales = sb + kMeta + R * part;
+    const uint8_t* mins = sb + kMeta + 128 + 2 * R * part;
+    const auto* dw = reinterpret_cast<const uint16_t*>(sb + kMeta + 256) + R * part;
     const I low4 = L::bytes(0x0f);
+    const I bit4 = L::bytes(0x10);
     I sumi[T];
     K25_UNROLL
     for (int t = 0; t < T; ++t) sumi[t] = L::zero();
@@ -285,13 +297,28 @@ struct PackedQ4k {
         x[t] = a.block(t0 + t, b).qs + 64 * j;
         x_hi[t] = x[t] + 32;
       }
-      // Sub-block 2j then 2j + 1; 8 pieces x 2 products of at most 15 x 127 per 16-bit lane.
-      const auto lo = [&](int k) { return L::band(L::load(w + 64 * k), low4); };
-      scaled_dots<L, T, 8, 8>(lo, x, byte_scale<L>(scales + 16 * 2 * j), sumi);
-      const auto hi = [&](int k) {
-        return L::band(L::template srl16<4>(L::load(w + 64 * k)), low4);
+      // Q5_K: bit 2j (2j + 1) of each qh byte moved to bit 4 (bit 0, 1 of the shifted byte).
+      const auto fifth = [&](int k, auto to_bit4) {
+        return L::band(to_bit4(L::srl16n(L::load(high + 64 * k), 2 * j)), bit4);
       };
-      scaled_dots<L, T, 8, 8>(hi, x_hi, byte_scale<L>(scales + 16 * (2 * j + 1)), sumi);
+      const auto lo = [&](int k) {
+        const I q = L::band(L::load(w + 64 * k), low4);
+        if constexpr (kFifthBit) {
+          return L::bor(q, fifth(k, [](I h) { return L::template sll16<4>(h); }));
+        } else {
+          return q;
+        }
+      };
+      scaled_dots<L, T, 8, kPieces16>(lo, x, byte_scale<L>(scales + 16 * 2 * j), sumi);
+      const auto hi = [&](int k) {
+        const I q = L::band(L::template srl16<4>(L::load(w + 64 * k)), low4);
+        if constexpr (kFifthBit) {
+          return L::bor(q, fifth(k, [](I h) { return L::template sll16<3>(h); }));
+        } else {
+          return q;
+        }
+      };
+      scaled_dots<L, T, 8, kPieces16>(hi, x_hi, byte_scale<L>(scales + 16 * (2 * j + 1)), sumi);
     }
     I summ[T];
     K25_UNROLL
@@ -315,6 +342,8 @@ struct PackedQ4k {
     }
   }
 };
+using PackedQ4k = PackedK4<DType::Q4_K>;
+using PackedQ5k = PackedK4<DType::Q5_K>;
 
 // Q6_K: element 128n + 32e + l (e < 4, l < 32) is a low nibble of ql byte 64n + l (e = 0, 2: low
 // and high nibble) or 64n + 32 + l (e = 1, 3), with bits 2e, 2e + 1 of qh byte 32n + l on top;

@@ -1,5 +1,5 @@
-// Repacking Q8_0 / Q4_0 / Q4_K / Q6_K matrices into the interleaved layout of kernels/repack.h, on
-// the kernel sets whose matmul reads it (all but the scalar one).
+// Repacking Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K matrices into the interleaved layout of
+// kernels/repack.h, on the kernel sets whose matmul reads it (all but the scalar one).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -20,7 +20,8 @@ namespace k25::K25_KERNEL_SET {
 
 bool repack_supported(DType type) {
 #if defined(K25_MATMUL_PACKED)
-  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q6_K;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K || type == DType::Q5_K ||
+         type == DType::Q6_K;
 #else
   (void)type;
   return false;
@@ -125,25 +126,33 @@ void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
   }
 }
 
-// Rows [r0, r0 + n_rows) of a Q4_K matrix with n_super super-blocks per row into one group
-// (layout in repack.h); rows past n_rows are zero with scales 0.
-void pack_group_q4_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
-                     uint8_t* out) {
-  for (int64_t b = 0; b < n_super; ++b, out += kPackedQ4kSuperBytes) {
-    uint8_t* scales = out + 2048;
+// Rows [r0, r0 + n_rows) of a Q4_K or Q5_K matrix with n_super super-blocks per row into one
+// group (layout in repack.h); rows past n_rows are zero with scales 0.
+template <typename Block>
+void pack_group_k4(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
+                   uint8_t* out) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  constexpr size_t kSuperBytes = kFifthBit ? kPackedQ5kSuperBytes : kPackedQ4kSuperBytes;
+  for (int64_t b = 0; b < n_super; ++b, out += kSuperBytes) {
+    uint8_t* high = out + 2048;
+    uint8_t* scales = out + (kFifthBit ? 2048 + 512 : 2048);
     uint8_t* mins = scales + 128;
     auto* d = reinterpret_cast<uint16_t*>(mins + 128);
     uint16_t* dmin = d + kPackedGroupRows;
     for (int i = 0; i < kPackedGroupRows; ++i) {
       if (i >= n_rows) {
         for (int p = 0; p < 32; ++p) std::memset(out + 64 * p + 4 * i, 0, 4);
+        for (int p = 0; kFifthBit && p < 8; ++p) std::memset(high + 64 * p + 4 * i, 0, 4);
         for (int s = 0; s < 8; ++s) scales[16 * s + i] = 0;
         for (int q = 0; q < 4; ++q) mins[32 * q + 2 * i] = mins[32 * q + 2 * i + 1] = 0;
         d[i] = dmin[i] = 0;
         continue;
       }
-      const auto& block = reinterpret_cast<const BlockQ4_K*>(w + (r0 + i) * w_row_bytes)[b];
+      const auto& block = reinterpret_cast<const Block*>(w + (r0 + i) * w_row_bytes)[b];
       for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.qs + 4 * p, 4);
+      if constexpr (kFifthBit) {
+        for (int p = 0; p < 8; ++p) std::memcpy(high + 64 * p + 4 * i, block.qh + 4 * p, 4);
+      }
       uint8_t sc[8], mn[8];
       unpack_scales_mins_k4(block.scales, sc, mn);
       for (int s = 0; s < 8; ++s) scales[16 * s + i] = sc[s];
@@ -245,7 +254,9 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
         const int n_rows = static_cast<int>(std::min<int64_t>(kPackedGroupRows, rows - r0));
         const auto* data = static_cast<const uint8_t*>(w.data);
         if (w.type == DType::Q4_K) {
-          pack_group_q4_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
+          pack_group_k4<BlockQ4_K>(data, w_row_bytes, r0, n_rows, cols / 256, group);
+        } else if (w.type == DType::Q5_K) {
+          pack_group_k4<BlockQ5_K>(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else if (w.type == DType::Q6_K) {
           pack_group_q6_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else {
