@@ -169,6 +169,49 @@ TEST(RepackTest, Q4kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   }
 }
 
+// Q5_K: Q4_K's layout with the 32 qh bytes of each row as 8 pieces after the 32 quant pieces.
+TEST(RepackTest, Q5kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(18);
+  const int64_t rows = 20;
+  const int64_t cols = 512;
+  const Matrix m = make_matrix(DType::Q5_K, rows, cols, rng);
+  ASSERT_NE(m.view.packed, nullptr);
+  ASSERT_EQ(packed_group_bytes(DType::Q5_K, cols), 2 * kPackedQ5kSuperBytes);
+  const auto* packed = static_cast<const uint8_t*>(m.view.packed);
+  const size_t file_row = row_bytes(DType::Q5_K, cols);
+  for (int64_t r = 0; r < 32; ++r) {
+    const int i = static_cast<int>(r % 16);
+    for (int64_t b = 0; b < cols / 256; ++b) {
+      const uint8_t* sb =
+          packed + (r / 16) * packed_group_bytes(DType::Q5_K, cols) + b * kPackedQ5kSuperBytes;
+      // The file's block: d, dmin (f16), 12 bytes of scales and minimums, qh[32], qs[128].
+      uint8_t src[176] = {};
+      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 176 * b, 176);
+      for (int p = 0; p < 32; ++p) {
+        for (int k = 0; k < 4; ++k) {
+          ASSERT_EQ(sb[64 * p + 4 * i + k], src[48 + 4 * p + k]) << "row " << r << " piece " << p;
+        }
+      }
+      for (int p = 0; p < 8; ++p) {
+        for (int k = 0; k < 4; ++k) {
+          ASSERT_EQ(sb[2048 + 64 * p + 4 * i + k], src[16 + 4 * p + k])
+              << "row " << r << " qh " << p;
+        }
+      }
+      const uint8_t* q = src + 4;
+      for (int s = 0; s < 8; ++s) {
+        const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+        const int mn = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+        EXPECT_EQ(sb[2560 + 16 * s + i], sc) << "row " << r << " sub-block " << s;
+        EXPECT_EQ(sb[2560 + 128 + 32 * (s / 2) + 2 * i + s % 2], mn) << "row " << r << " " << s;
+      }
+      EXPECT_EQ(std::memcmp(sb + 2560 + 256 + 2 * i, src, 2), 0) << "d of row " << r;
+      EXPECT_EQ(std::memcmp(sb + 2560 + 256 + 32 + 2 * i, src + 2, 2), 0) << "dmin of row " << r;
+    }
+  }
+}
+
 TEST(RepackTest, Q6kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   if (active_set_refuses_repack()) return;
   std::mt19937 rng(17);
