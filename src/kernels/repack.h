@@ -35,9 +35,24 @@
 namespace k25 {
 
 constexpr int kPackedGroupRows = 16;
-constexpr size_t kPackedQ4kSuperBytes = 2048 + 128 + 128 + 32 + 32;
-constexpr size_t kPackedQ5kSuperBytes = kPackedQ4kSuperBytes + 512;
-constexpr size_t kPackedQ6kSuperBytes = 2048 + 1024 + 256 + 64;
+
+// Byte offsets within one packed super-block of a K-quant group (the layouts above), shared by
+// the packer (kernels/set/repack_groups.cpp) and the kernels (kernels/set/packed_kquants.h).
+struct PackedK4Layout {  // Q4_K (fifth_bit false) and Q5_K
+  size_t high, scales, mins, d, dmin, bytes;
+  static constexpr PackedK4Layout of(bool fifth_bit) {
+    const size_t scales = fifth_bit ? 2048 + 512 : 2048;  // Q5_K: 8 qh pieces first
+    return {2048, scales, scales + 128, scales + 256, scales + 256 + 32, scales + 256 + 64};
+  }
+};
+namespace packed_q6k {  // Q6_K
+constexpr size_t kQh = 2048, kScalePairs = 3072, kD = 3072 + 256, kBytes = kD + 64;
+}  // namespace packed_q6k
+constexpr size_t kPackedQ4kSuperBytes = PackedK4Layout::of(false).bytes;
+constexpr size_t kPackedQ5kSuperBytes = PackedK4Layout::of(true).bytes;
+constexpr size_t kPackedQ6kSuperBytes = packed_q6k::kBytes;
+static_assert(kPackedQ4kSuperBytes == 2368 && kPackedQ5kSuperBytes == 2880 &&
+              kPackedQ6kSuperBytes == 3392);
 
 // Bytes of one block's quants for the 16 rows of a group: 512 (Q8_0) or 256 (Q4_0).
 size_t packed_quant_bytes(DType type);

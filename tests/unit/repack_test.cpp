@@ -130,121 +130,97 @@ TEST(RepackTest, MatmulOnPackedWeightsLargeShapes) {
   }
 }
 
-// Q4_K groups: one run of kPackedQ4kSuperBytes per super-block (kernels/repack.h).
-TEST(RepackTest, Q4kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
-  if (active_set_refuses_repack()) return;
-  std::mt19937 rng(15);
+// Builds a 20 x 512 matrix of `type` (two super-blocks per row, a padded second group) and calls
+// check(r, i, sb, src) for rows r < 32 and each super-block: sb is the packed super-block that
+// holds row r as row i of its group, src the file's block of that row (zero past the last row).
+template <typename Check>
+void each_packed_super_block(DType type, size_t super_bytes, uint32_t seed, const Check& check) {
+  std::mt19937 rng(seed);
   const int64_t rows = 20;
   const int64_t cols = 512;
-  const Matrix m = make_matrix(DType::Q4_K, rows, cols, rng);
+  const Matrix m = make_matrix(type, rows, cols, rng);
   ASSERT_NE(m.view.packed, nullptr);
   ASSERT_EQ(reinterpret_cast<uintptr_t>(m.view.packed) % 64, 0u);
-  ASSERT_EQ(packed_group_bytes(DType::Q4_K, cols), 2 * kPackedQ4kSuperBytes);
+  const size_t group_bytes = packed_group_bytes(type, cols);
+  ASSERT_EQ(group_bytes, 2 * super_bytes);
   const auto* packed = static_cast<const uint8_t*>(m.view.packed);
-  const size_t file_row = row_bytes(DType::Q4_K, cols);
+  const size_t block_bytes = dtype_block_bytes(type);
   for (int64_t r = 0; r < 32; ++r) {
-    const int i = static_cast<int>(r % 16);
     for (int64_t b = 0; b < cols / 256; ++b) {
-      const uint8_t* sb =
-          packed + (r / 16) * packed_group_bytes(DType::Q4_K, cols) + b * kPackedQ4kSuperBytes;
-      // The file's block: d, dmin (f16), 12 bytes of 6-bit scales and minimums, 128 quant bytes.
-      uint8_t src[144] = {};
-      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 144 * b, 144);
-      for (int p = 0; p < 32; ++p) {
-        for (int k = 0; k < 4; ++k) {
-          ASSERT_EQ(sb[64 * p + 4 * i + k], src[16 + 4 * p + k]) << "row " << r << " piece " << p;
-        }
+      std::vector<uint8_t> src(block_bytes, 0);
+      if (r < rows) {
+        std::memcpy(src.data(), m.bytes.data() + r * row_bytes(type, cols) + block_bytes * b,
+                    block_bytes);
       }
-      // 6-bit scale and minimum s, as llama.cpp's get_scale_min_k4 reads them.
-      const uint8_t* q = src + 4;
-      for (int s = 0; s < 8; ++s) {
-        const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-        const int mn = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-        EXPECT_EQ(sb[2048 + 16 * s + i], sc) << "row " << r << " sub-block " << s;
-        EXPECT_EQ(sb[2048 + 128 + 32 * (s / 2) + 2 * i + s % 2], mn) << "row " << r << " " << s;
-      }
-      EXPECT_EQ(std::memcmp(sb + 2048 + 256 + 2 * i, src, 2), 0) << "d of row " << r;
-      EXPECT_EQ(std::memcmp(sb + 2048 + 256 + 32 + 2 * i, src + 2, 2), 0) << "dmin of row " << r;
+      check(r, static_cast<int>(r % 16), packed + (r / 16) * group_bytes + b * super_bytes,
+            src.data());
     }
   }
+}
+
+// n 4-byte pieces from `at` in sb: piece p holds bytes [4p, 4p + 4) of src_bytes for row i.
+void expect_pieces(const uint8_t* sb, size_t at, int n, int i, int64_t r,
+                   const uint8_t* src_bytes) {
+  for (int p = 0; p < n; ++p) {
+    for (int k = 0; k < 4; ++k) {
+      ASSERT_EQ(sb[at + 64 * p + 4 * i + k], src_bytes[4 * p + k]) << "row " << r << " piece " << p;
+    }
+  }
+}
+
+// Q4_K / Q5_K: the 6-bit scales and minimums (as llama.cpp's get_scale_min_k4 reads them from
+// the file's 12 bytes at src + 4) unpacked at `meta`, then d and dmin (src's first 4 bytes).
+void expect_k4_meta(const uint8_t* sb, size_t meta, int i, int64_t r, const uint8_t* src) {
+  const uint8_t* q = src + 4;
+  for (int s = 0; s < 8; ++s) {
+    const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+    const int mn = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+    EXPECT_EQ(sb[meta + 16 * s + i], sc) << "row " << r << " sub-block " << s;
+    EXPECT_EQ(sb[meta + 128 + 32 * (s / 2) + 2 * i + s % 2], mn) << "row " << r << " " << s;
+  }
+  EXPECT_EQ(std::memcmp(sb + meta + 256 + 2 * i, src, 2), 0) << "d of row " << r;
+  EXPECT_EQ(std::memcmp(sb + meta + 256 + 32 + 2 * i, src + 2, 2), 0) << "dmin of row " << r;
+}
+
+// Q4_K groups: one run of kPackedQ4kSuperBytes per super-block (kernels/repack.h). The file's
+// block: d, dmin (f16), 12 bytes of scales and minimums, 128 quant bytes.
+TEST(RepackTest, Q4kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
+  if (active_set_refuses_repack()) return;
+  each_packed_super_block(DType::Q4_K, kPackedQ4kSuperBytes, 15,
+                          [](int64_t r, int i, const uint8_t* sb, const uint8_t* src) {
+                            expect_pieces(sb, 0, 32, i, r, src + 16);
+                            expect_k4_meta(sb, 2048, i, r, src);
+                          });
 }
 
 // Q5_K: Q4_K's layout with the 32 qh bytes of each row as 8 pieces after the 32 quant pieces.
+// The file's block: d, dmin, 12 bytes of scales and minimums, qh[32], qs[128].
 TEST(RepackTest, Q5kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   if (active_set_refuses_repack()) return;
-  std::mt19937 rng(18);
-  const int64_t rows = 20;
-  const int64_t cols = 512;
-  const Matrix m = make_matrix(DType::Q5_K, rows, cols, rng);
-  ASSERT_NE(m.view.packed, nullptr);
-  ASSERT_EQ(packed_group_bytes(DType::Q5_K, cols), 2 * kPackedQ5kSuperBytes);
-  const auto* packed = static_cast<const uint8_t*>(m.view.packed);
-  const size_t file_row = row_bytes(DType::Q5_K, cols);
-  for (int64_t r = 0; r < 32; ++r) {
-    const int i = static_cast<int>(r % 16);
-    for (int64_t b = 0; b < cols / 256; ++b) {
-      const uint8_t* sb =
-          packed + (r / 16) * packed_group_bytes(DType::Q5_K, cols) + b * kPackedQ5kSuperBytes;
-      // The file's block: d, dmin (f16), 12 bytes of scales and minimums, qh[32], qs[128].
-      uint8_t src[176] = {};
-      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 176 * b, 176);
-      for (int p = 0; p < 32; ++p) {
-        for (int k = 0; k < 4; ++k) {
-          ASSERT_EQ(sb[64 * p + 4 * i + k], src[48 + 4 * p + k]) << "row " << r << " piece " << p;
-        }
-      }
-      for (int p = 0; p < 8; ++p) {
-        for (int k = 0; k < 4; ++k) {
-          ASSERT_EQ(sb[2048 + 64 * p + 4 * i + k], src[16 + 4 * p + k])
-              << "row " << r << " qh " << p;
-        }
-      }
-      const uint8_t* q = src + 4;
-      for (int s = 0; s < 8; ++s) {
-        const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
-        const int mn = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
-        EXPECT_EQ(sb[2560 + 16 * s + i], sc) << "row " << r << " sub-block " << s;
-        EXPECT_EQ(sb[2560 + 128 + 32 * (s / 2) + 2 * i + s % 2], mn) << "row " << r << " " << s;
-      }
-      EXPECT_EQ(std::memcmp(sb + 2560 + 256 + 2 * i, src, 2), 0) << "d of row " << r;
-      EXPECT_EQ(std::memcmp(sb + 2560 + 256 + 32 + 2 * i, src + 2, 2), 0) << "dmin of row " << r;
-    }
-  }
+  each_packed_super_block(DType::Q5_K, kPackedQ5kSuperBytes, 18,
+                          [](int64_t r, int i, const uint8_t* sb, const uint8_t* src) {
+                            expect_pieces(sb, 0, 32, i, r, src + 48);
+                            expect_pieces(sb, 2048, 8, i, r, src + 16);
+                            expect_k4_meta(sb, 2560, i, r, src);
+                          });
 }
 
+// Q6_K. The file's block: ql[128], qh[64], int8 scales[16], f16 d.
 TEST(RepackTest, Q6kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   if (active_set_refuses_repack()) return;
-  std::mt19937 rng(17);
-  const int64_t rows = 20;
-  const int64_t cols = 512;
-  const Matrix m = make_matrix(DType::Q6_K, rows, cols, rng);
-  ASSERT_NE(m.view.packed, nullptr);
-  ASSERT_EQ(packed_group_bytes(DType::Q6_K, cols), 2 * kPackedQ6kSuperBytes);
-  const auto* packed = static_cast<const uint8_t*>(m.view.packed);
-  const size_t file_row = row_bytes(DType::Q6_K, cols);
-  for (int64_t r = 0; r < 32; ++r) {
-    const int i = static_cast<int>(r % 16);
-    for (int64_t b = 0; b < cols / 256; ++b) {
-      const uint8_t* sb =
-          packed + (r / 16) * packed_group_bytes(DType::Q6_K, cols) + b * kPackedQ6kSuperBytes;
-      // The file's block: ql[128], qh[64], int8 scales[16], f16 d.
-      uint8_t src[210] = {};
-      if (r < rows) std::memcpy(src, m.bytes.data() + r * file_row + 210 * b, 210);
-      for (int p = 0; p < 48; ++p) {  // 32 ql pieces, then 16 qh pieces
-        for (int k = 0; k < 4; ++k) {
-          ASSERT_EQ(sb[64 * p + 4 * i + k], src[4 * p + k]) << "row " << r << " piece " << p;
-        }
-      }
-      for (int s = 0; s < 16; ++s) {
-        EXPECT_EQ(sb[3072 + 32 * (s / 2) + 2 * i + s % 2], src[192 + s]) << "row " << r << " " << s;
-      }
-      uint16_t d16;
-      std::memcpy(&d16, src + 208, 2);
-      float d;
-      std::memcpy(&d, sb + 3072 + 256 + 4 * i, 4);
-      EXPECT_EQ(d, f16_to_f32(d16)) << "d of row " << r;
-    }
-  }
+  each_packed_super_block(DType::Q6_K, kPackedQ6kSuperBytes, 17,
+                          [](int64_t r, int i, const uint8_t* sb, const uint8_t* src) {
+                            expect_pieces(sb, 0, 48, i, r, src);  // 32 ql pieces, then 16 qh pieces
+                            for (int s = 0; s < 16; ++s) {
+                              EXPECT_EQ(sb[3072 + 32 * (s / 2) + 2 * i + s % 2], src[192 + s])
+                                  << "row " << r << " " << s;
+                            }
+                            uint16_t d16;
+                            std::memcpy(&d16, src + 208, 2);
+                            float d;
+                            std::memcpy(&d, sb + 3072 + 256 + 4 * i, 4);
+                            EXPECT_EQ(d, f16_to_f32(d16)) << "d of row " << r;
+                          });
 }
 
 // The packed K-quant kernels take the integer steps of the file-layout kernels (block_types.h)

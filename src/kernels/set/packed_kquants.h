@@ -266,8 +266,8 @@ template <DType D>
 struct PackedK4 {
   static constexpr DType kType = D;
   static constexpr bool kFifthBit = D == DType::Q5_K;
-  static constexpr size_t kSuperBytes = kFifthBit ? kPackedQ5kSuperBytes : kPackedQ4kSuperBytes;
-  static constexpr size_t kMeta = kFifthBit ? 2048 + 512 : 2048;  // scales, minimums, d, dmin
+  static constexpr PackedK4Layout kLayout = PackedK4Layout::of(kFifthBit);
+  static constexpr size_t kSuperBytes = kLayout.bytes;
 
   // acc[t] += the products of the rows of part `part` (L::kRows rows from row L::kRows * part)
   // of super-block b (at sb) with tokens [t0, t0 + T).
@@ -279,10 +279,11 @@ struct PackedK4 {
     // maddubs sums in 16 bits: 2 products of at most 15 (31 with the fifth bit) x 127 a piece.
     constexpr int kPieces16 = kFifthBit ? 4 : 8;
     const uint8_t* quants = sb + 4 * R * part;
-    const uint8_t* high = sb + 2048 + 4 * R * part;
-    const uint8_t* scales = sb + kMeta + R * part;
-    const uint8_t* mins = sb + kMeta + 128 + 2 * R * part;
-    const auto* dw = reinterpret_cast<const uint16_t*>(sb + kMeta + 256) + R * part;
+    const uint8_t* high = sb + kLayout.high + 4 * R * part;
+    const uint8_t* scales = sb + kLayout.scales + R * part;
+    const uint8_t* mins = sb + kLayout.mins + 2 * R * part;
+    const auto* d16 = reinterpret_cast<const uint16_t*>(sb + kLayout.d) + R * part;
+    const auto* dmin16 = reinterpret_cast<const uint16_t*>(sb + kLayout.dmin) + R * part;
     const I low4 = L::bytes(0x0f);
     const I bit4 = L::bytes(0x10);
     I sumi[T];
@@ -332,8 +333,8 @@ struct PackedK4 {
         summ[t] = L::add32(summ[t], L::madd16(pair, L::dword(x_sums)));
       }
     }
-    const auto d = L::f16_to_f32(dw);
-    const auto dmin = L::f16_to_f32(dw + kGroupRows);
+    const auto d = L::f16_to_f32(d16);
+    const auto dmin = L::f16_to_f32(dmin16);
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
       const auto dx = L::fset(a.block(t0 + t, b).d);
@@ -378,9 +379,9 @@ struct PackedQ6k {
     using I = typename L::I;
     constexpr int R = L::kRows;
     const uint8_t* ql = sb + 4 * R * part;
-    const uint8_t* qh = sb + 2048 + 4 * R * part;
-    const uint8_t* scale_pairs = sb + 3072 + 2 * R * part;
-    const float* dw = reinterpret_cast<const float*>(sb + 3072 + 256) + R * part;
+    const uint8_t* qh = sb + packed_q6k::kQh + 4 * R * part;
+    const uint8_t* scale_pairs = sb + packed_q6k::kScalePairs + 2 * R * part;
+    const float* dw = reinterpret_cast<const float*>(sb + packed_q6k::kD) + R * part;
     const BlockQ8_K* x[T];
     K25_UNROLL
     for (int t = 0; t < T; ++t) x[t] = &a.block(t0 + t, b);

@@ -132,33 +132,24 @@ template <typename Block>
 void pack_group_k4(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
                    uint8_t* out) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
-  constexpr size_t kSuperBytes = kFifthBit ? kPackedQ5kSuperBytes : kPackedQ4kSuperBytes;
-  for (int64_t b = 0; b < n_super; ++b, out += kSuperBytes) {
-    uint8_t* high = out + 2048;
-    uint8_t* scales = out + (kFifthBit ? 2048 + 512 : 2048);
-    uint8_t* mins = scales + 128;
-    auto* d = reinterpret_cast<uint16_t*>(mins + 128);
-    uint16_t* dmin = d + kPackedGroupRows;
-    for (int i = 0; i < kPackedGroupRows; ++i) {
-      if (i >= n_rows) {
-        for (int p = 0; p < 32; ++p) std::memset(out + 64 * p + 4 * i, 0, 4);
-        for (int p = 0; kFifthBit && p < 8; ++p) std::memset(high + 64 * p + 4 * i, 0, 4);
-        for (int s = 0; s < 8; ++s) scales[16 * s + i] = 0;
-        for (int q = 0; q < 4; ++q) mins[32 * q + 2 * i] = mins[32 * q + 2 * i + 1] = 0;
-        d[i] = dmin[i] = 0;
-        continue;
-      }
+  constexpr PackedK4Layout kLayout = PackedK4Layout::of(kFifthBit);
+  for (int64_t b = 0; b < n_super; ++b, out += kLayout.bytes) {
+    if (n_rows < kPackedGroupRows) std::memset(out, 0, kLayout.bytes);
+    auto* d = reinterpret_cast<uint16_t*>(out + kLayout.d);
+    auto* dmin = reinterpret_cast<uint16_t*>(out + kLayout.dmin);
+    for (int i = 0; i < n_rows; ++i) {
       const auto& block = reinterpret_cast<const Block*>(w + (r0 + i) * w_row_bytes)[b];
       for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.qs + 4 * p, 4);
       if constexpr (kFifthBit) {
-        for (int p = 0; p < 8; ++p) std::memcpy(high + 64 * p + 4 * i, block.qh + 4 * p, 4);
+        for (int p = 0; p < 8; ++p) {
+          std::memcpy(out + kLayout.high + 64 * p + 4 * i, block.qh + 4 * p, 4);
+        }
       }
       uint8_t sc[8], mn[8];
       unpack_scales_mins_k4(block.scales, sc, mn);
-      for (int s = 0; s < 8; ++s) scales[16 * s + i] = sc[s];
-      for (int q = 0; q < 4; ++q) {
-        mins[32 * q + 2 * i] = mn[2 * q];
-        mins[32 * q + 2 * i + 1] = mn[2 * q + 1];
+      for (int s = 0; s < 8; ++s) {
+        out[kLayout.scales + 16 * s + i] = sc[s];
+        out[kLayout.mins + 32 * (s / 2) + 2 * i + s % 2] = mn[s];
       }
       d[i] = block.d;
       dmin[i] = block.dmin;
@@ -169,25 +160,16 @@ void pack_group_k4(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
 // The same for Q6_K.
 void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows, int64_t n_super,
                      uint8_t* out) {
-  for (int64_t b = 0; b < n_super; ++b, out += kPackedQ6kSuperBytes) {
-    uint8_t* qh = out + 2048;
-    auto* scale_pairs = reinterpret_cast<int8_t*>(qh + 1024);
-    auto* d = reinterpret_cast<float*>(scale_pairs + 256);
-    for (int i = 0; i < kPackedGroupRows; ++i) {
-      if (i >= n_rows) {
-        for (int p = 0; p < 32; ++p) std::memset(out + 64 * p + 4 * i, 0, 4);
-        for (int p = 0; p < 16; ++p) std::memset(qh + 64 * p + 4 * i, 0, 4);
-        for (int q = 0; q < 8; ++q)
-          scale_pairs[32 * q + 2 * i] = scale_pairs[32 * q + 2 * i + 1] = 0;
-        d[i] = 0.0f;
-        continue;
-      }
+  namespace L = packed_q6k;
+  for (int64_t b = 0; b < n_super; ++b, out += L::kBytes) {
+    if (n_rows < kPackedGroupRows) std::memset(out, 0, L::kBytes);
+    auto* d = reinterpret_cast<float*>(out + L::kD);
+    for (int i = 0; i < n_rows; ++i) {
       const auto& block = reinterpret_cast<const BlockQ6_K*>(w + (r0 + i) * w_row_bytes)[b];
       for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.ql + 4 * p, 4);
-      for (int p = 0; p < 16; ++p) std::memcpy(qh + 64 * p + 4 * i, block.qh + 4 * p, 4);
-      for (int q = 0; q < 8; ++q) {
-        scale_pairs[32 * q + 2 * i] = block.scales[2 * q];
-        scale_pairs[32 * q + 2 * i + 1] = block.scales[2 * q + 1];
+      for (int p = 0; p < 16; ++p) std::memcpy(out + L::kQh + 64 * p + 4 * i, block.qh + 4 * p, 4);
+      for (int s = 0; s < 16; ++s) {
+        out[L::kScalePairs + 32 * (s / 2) + 2 * i + s % 2] = static_cast<uint8_t>(block.scales[s]);
       }
       d[i] = half_to_float(block.d);
     }
