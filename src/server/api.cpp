@@ -363,7 +363,7 @@ std::vector<TokenId> Api::chat_prompt(const ParsedRequest& parsed, std::string& 
 
 net::awaitable<void> Api::count_tokens(HttpExchange& ex) {
   serving_engine();
-  const size_t n_tokens = co_await prompt_workers_.run([&] {
+  const size_t n_tokens = co_await prompt_workers_.run(ex.request().body().size(), [&] {
     ParsedRequest parsed = parse_count_tokens_body(ex.request().body(), defaults_);
     std::string text;
     return chat_prompt(parsed, text).size();
@@ -374,7 +374,7 @@ net::awaitable<void> Api::count_tokens(HttpExchange& ex) {
 
 net::awaitable<void> Api::tokenize(HttpExchange& ex) {
   Engine& engine = serving_engine();
-  std::vector<TokenId> ids = co_await prompt_workers_.run([&] {
+  std::vector<TokenId> ids = co_await prompt_workers_.run(ex.request().body().size(), [&] {
     TokenizeRequest req = parse_tokenize_body(ex.request().body());
     return engine.model().tokenizer().encode(req.content, req.add_special, true);
   });

@@ -164,7 +164,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     }
     throw ApiException(status_error(400, message, "gate_not_found", "invalid_request_error"));
   }
-  ParsedRequest parsed = co_await prompt_workers_.run([&] {
+  ParsedRequest parsed = co_await prompt_workers_.run(req.body().size(), [&] {
     return flavor == ApiFlavor::Messages ? parse_messages_body(req.body(), defaults_)
                                          : parse_request_body(flavor, req.body(), defaults_);
   });
@@ -183,12 +183,13 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
       request.prompt.push_back(static_cast<TokenId>(id));
     }
   } else if (chat) {
-    request.prompt = co_await prompt_workers_.run([&] { return chat_prompt(parsed, chat_text); });
+    request.prompt = co_await prompt_workers_.run(req.body().size(),
+                                                  [&] { return chat_prompt(parsed, chat_text); });
     request.stop_tokens = chat_template_->stop_tokens();
     request.stop = chat_template_->stop_strings();
   } else {
-    request.prompt =
-        co_await prompt_workers_.run([&] { return tokenizer.encode(parsed.prompt, true, true); });
+    request.prompt = co_await prompt_workers_.run(
+        parsed.prompt.size(), [&] { return tokenizer.encode(parsed.prompt, true, true); });
   }
   const int n_prompt = static_cast<int>(request.prompt.size());
   if (n_prompt == 0) throw_bad_request("the prompt has no tokens", "prompt", "invalid_value");
