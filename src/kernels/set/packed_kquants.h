@@ -181,13 +181,18 @@ using PackedKLanes = Lanes512;
 using PackedKLanes = Lanes256;
 #endif
 
-// Tokens per prefill tile. Without AVX-512's 32 registers, 2 (4 measured no faster on the avx2
-// set: Q4_K_M pp512 59.0 vs 59.7 tok/s, 1 thread).
-#if defined(__AVX512VL__)
-constexpr int kPackedKTokens = 4;
+// Tokens per prefill tile: 4, but 2 for Q4_K on the avx2 set, where maddubs's 16-bit sums take
+// registers that dpbusd does not, and 3 or 4 tokens spill (1 thread, 5632x2048 x 512 tokens, on
+// an Intel Xeon: avx2 Q4_K 151 GFLOP/s with 2, 140 with 3, 137 with 4; Q5_K 113 with 2, 123
+// with 4; Q6_K 96 with 2, 124 with 4; avxvnni Q4_K 202 with 2, 236 with 4).
+template <typename Kind>
+constexpr int packed_k_tokens() {
+#if defined(K25_MATMUL_VNNI)
+  return 4;
 #else
-constexpr int kPackedKTokens = 2;
+  return Kind::kType == DType::Q4_K ? 2 : 4;
 #endif
+}
 
 // The integer dot of the unsigned quant vectors q(i) (4 quants of each row, i < N) with the 4
 // activation quants at x[t] + 4 i, per row lane, times `scale` (pair_scale, byte_scale), added to
@@ -474,11 +479,11 @@ void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, fl
 
 using PackedKTileFn = void (*)(const uint8_t*, const PackedKActs&, int, float*, int64_t, int);
 template <typename Kind>
-constexpr std::array<PackedKTileFn, kPackedKTokens> packed_k_tiles() {
-#if defined(__AVX512VL__)
-  return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>, &packed_k_tile<Kind, 3>,
-          &packed_k_tile<Kind, 4>};
-#else
-  return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>};
-#endif
+constexpr std::array<PackedKTileFn, packed_k_tokens<Kind>()> packed_k_tiles() {
+  if constexpr (packed_k_tokens<Kind>() == 4) {
+    return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>, &packed_k_tile<Kind, 3>,
+            &packed_k_tile<Kind, 4>};
+  } else {
+    return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>};
+  }
 }
