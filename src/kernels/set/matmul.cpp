@@ -537,8 +537,8 @@ void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const fl
       const int64_t r0 = g * kGroupRows;
       const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
       for (int t0 = 0; t0 < n_tokens; t0 += kTokens) {
-        tiles[std::min(kTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0, y + r0, rows,
-                                                    valid);
+        tiles[std::min(kTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0, y + r0,
+                                                    rows, valid);
       }
     }
   });
