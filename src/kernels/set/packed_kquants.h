@@ -181,18 +181,8 @@ using PackedKLanes = Lanes512;
 using PackedKLanes = Lanes256;
 #endif
 
-// Tokens per prefill tile: 4, but 2 for Q4_K on the avx2 set, where maddubs's 16-bit sums take
-// registers that dpbusd does not, and 3 or 4 tokens spill (1 thread, 5632x2048 x 512 tokens, on
-// an Intel Xeon: avx2 Q4_K 151 GFLOP/s with 2, 140 with 3, 137 with 4; Q5_K 113 with 2, 123
-// with 4; Q6_K 96 with 2, 124 with 4; avxvnni Q4_K 202 with 2, 236 with 4).
-template <typename Kind>
-constexpr int packed_k_tokens() {
-#if defined(K25_MATMUL_VNNI)
-  return 4;
-#else
-  return Kind::kType == DType::Q4_K ? 2 : 4;
-#endif
-}
+// Tokens per prefill tile (2 or 3 are slower on every set, Q4_K to Q6_K).
+constexpr int kPackedKTokens = 4;
 
 // The integer dot of the unsigned quant vectors q(i) (4 quants of each row, i < N) with the 4
 // activation quants at x[t] + 4 i, per row lane, times `scale` (pair_scale, byte_scale), added to
@@ -236,6 +226,7 @@ template <typename L, int T, int N, int Pieces16, typename Quants>
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         dot16[t] = L::add16(dot16[t], L::maddubs(w, L::dword(load4(x[t] + 4 * i))));
+        keep_as_chain(dot16[t]);
       }
     }
     K25_UNROLL
@@ -479,11 +470,7 @@ void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, fl
 
 using PackedKTileFn = void (*)(const uint8_t*, const PackedKActs&, int, float*, int64_t, int);
 template <typename Kind>
-constexpr std::array<PackedKTileFn, packed_k_tokens<Kind>()> packed_k_tiles() {
-  if constexpr (packed_k_tokens<Kind>() == 4) {
-    return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>, &packed_k_tile<Kind, 3>,
-            &packed_k_tile<Kind, 4>};
-  } else {
-    return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>};
-  }
+constexpr std::array<PackedKTileFn, kPackedKTokens> packed_k_tiles() {
+  return {&packed_k_tile_decode<Kind>, &packed_k_tile<Kind, 2>, &packed_k_tile<Kind, 3>,
+          &packed_k_tile<Kind, 4>};
 }

@@ -92,7 +92,10 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
     for (int k = 0; k < 8; ++k) {
       const HalfPiece<K> piece(w + 64 * k);
       K25_UNROLL
-      for (int t = 0; t < T; ++t) dot[t] = piece.step(dot[t], xb + t * x_stride + 4 * k);
+      for (int t = 0; t < T; ++t) {
+        dot[t] = piece.step(dot[t], xb + t * x_stride + 4 * k);
+        keep_as_chain(dot[t]);
+      }
     }
   } else {
 #if defined(K25_MATMUL_VNNI)
@@ -112,7 +115,10 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
     for (int k = 0; k < 4; ++k) {
       const HalfPiece<K> piece(w + 64 * k);
       K25_UNROLL
-      for (int t = 0; t < T; ++t) sum16[t] = piece.step16(sum16[t], xb + t * x_stride, k);
+      for (int t = 0; t < T; ++t) {
+        sum16[t] = piece.step16(sum16[t], xb + t * x_stride, k);
+        keep_as_chain(sum16[t]);
+      }
     }
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
