@@ -4,7 +4,7 @@ BUILD ?= build
 MODEL ?= ../shared/models/stories260K.gguf
 CONFIG ?= k25_config.yaml
 
-.PHONY: all setup build run test unit-test asan-test fuzz-test bench format clean
+.PHONY: all setup build run test unit-test asan-test tsan-test fuzz-test bench format clean
 
 all: build
 
@@ -18,17 +18,31 @@ build:
 run: setup build
 	$(BUILD)/bin/k25-server --config $(CONFIG) --model $(MODEL)
 
-# All tests: release unit + integration tests, the unit tests again under ASan+UBSan,
-# and a bounded libFuzzer run of each parser target.
+# All tests: release unit + integration tests, the unit and integration tests again under
+# ASan+UBSan (the servers and tools the integration tests start are built the same way), the
+# engine, scheduler and server tests under TSan, and a bounded libFuzzer run of each parser.
 test: setup build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
-	$(MAKE) asan-test fuzz-test
+	$(MAKE) asan-test tsan-test fuzz-test
 
 asan-test:
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK25_SANITIZE=ON -DK25_BUILD_BENCH=OFF > /dev/null
-	cmake --build build-asan -j $(JOBS) --target k25_unit_tests
+	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L unit --timeout 900
+	  ctest --output-on-failure -j $(JOBS) -L "unit|integration" --timeout 900
+
+# The tests whose code runs on more than one thread: the engine and its scheduler, the server
+# (in process), the KV tiers' I/O threads and the primitives they share.
+TSAN_TESTS := Engine* */Engine* ElasticScheduler* Server* ToolCallsServer* FlashApi* OpenAiFields* \
+  EventChannel* ThreadPoolTest* PromptWorkersTest* FirstTokenWatch* CircuitBreaker* L3* \
+  DiskStoreTest* RedisStore* PagePool* StagingBuffer*
+empty :=
+space := $(empty) $(empty)
+tsan-test:
+	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK25_TSAN=ON -DK25_BUILD_BENCH=OFF > /dev/null
+	cmake --build build-tsan -j $(JOBS) --target k25_unit_tests
+	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  bin/k25_unit_tests --gtest_filter='$(subst $(space),:,$(strip $(TSAN_TESTS)))'
 
 fuzz-test:
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DK25_FUZZ=ON -DK25_BUILD_BENCH=OFF > /dev/null
@@ -44,4 +58,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz
