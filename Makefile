@@ -25,11 +25,17 @@ test: setup build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 	$(MAKE) asan-test tsan-test fuzz-test
 
+# Left out under the sanitizers, as measurements they distort (the release run has them): the
+# emulated-CPU runs (ASan's shadow memory under qemu-user exhausts the machine's memory), the
+# 1000-client memory bound (ASan's own overhead is above it) and the descriptor-limit test (at
+# EMFILE, UBSan's vptr check cannot open the pipe it probes memory with and reports a false
+# invalid vptr).
+ASAN_LEFT_OUT := KernelIsa\.|ServerLimits\.AThousandClientsThatDoNotReadKeepMemoryBounded|ServerLimits\.AtTheFileLimit
 asan-test:
 	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK25_SANITIZE=ON -DK25_BUILD_BENCH=OFF > /dev/null
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -L "unit|integration" --timeout 900
+	  ctest --output-on-failure -j $(JOBS) -L "unit|integration" -E '$(ASAN_LEFT_OUT)' --timeout 900
 
 # The tests whose code runs on more than one thread: the engine and its scheduler, the server
 # (in process), the KV tiers' I/O threads and the primitives they share.
