@@ -181,7 +181,7 @@ using PackedKLanes = Lanes512;
 using PackedKLanes = Lanes256;
 #endif
 
-// Tokens per prefill tile (2 or 3 are slower on every set, Q4_K to Q6_K).
+// Tokens per prefill tile: 4 on every set (avx2, Q4_K: 195 GFLOP/s against 156 with 2).
 constexpr int kPackedKTokens = 4;
 
 // The integer dot of the unsigned quant vectors q(i) (4 quants of each row, i < N) with the 4
