@@ -76,6 +76,10 @@ std::vector<std::string> runnable_kernel_isas() {
 void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& pool) {
   kernels().matmul(w, x, n_tokens, y, pool);
 }
+void matmul_same_input(const TensorView* const* ws, float* const* ys, int n, const float* x,
+                       int n_tokens, ThreadPool& pool) {
+  kernels().matmul_same_input(ws, ys, n, x, n_tokens, pool);
+}
 
 void attend_queries(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scores,

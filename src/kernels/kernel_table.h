@@ -19,6 +19,8 @@ namespace k25 {
 
 using MatmulFn = void(const TensorView& w, const float* x, int n_tokens, float* y,
                       ThreadPool& pool);
+using MatmulSameInputFn = void(const TensorView* const* ws, float* const* ys, int n, const float* x,
+                               int n_tokens, ThreadPool& pool);
 using AttendQueriesFn = void(const AttentionQuery* queries, int n_queries, const KvSpan* spans,
                              int n_spans, int kv_stride, int head_dim, float scale,
                              std::vector<float>& scores, KvDtype dtype);
@@ -42,6 +44,7 @@ using RepackMatricesFn = std::vector<PackedMatrix>(const std::vector<TensorView*
 struct KernelTable {
   const char* isa;  // "scalar", "avx2", "avxvnni" or "avx512"
   MatmulFn* matmul;
+  MatmulSameInputFn* matmul_same_input;
   AttendQueriesFn* attend_queries;
   RmsnormFn* rmsnorm;
   RowFn* softmax;

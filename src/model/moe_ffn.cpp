@@ -64,8 +64,9 @@ void MoeFfn::run_expert(const MoeWeights& w, int e, ThreadPool& pool) {
   float* gate = gate_.data() + r0 * ffn;
   float* up = up_.data() + r0 * ffn;
   const float* in = rows_in_.data() + r0 * dim;
-  matmul(w.gate[e], in, n_rows, gate, pool);
-  matmul(w.up[e], in, n_rows, up, pool);
+  const TensorView* ws[] = {&w.gate[e], &w.up[e]};
+  float* ys[] = {gate, up};
+  matmul_same_input(ws, ys, 2, in, n_rows, pool);
   silu_mul(gate, up, static_cast<int>(n_rows * ffn));
   matmul(w.down[e], gate, n_rows, rows_out_.data() + r0 * dim, pool);
 }

@@ -133,9 +133,11 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   for (int t = 0; t < n; ++t) {
     rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.attn_norm.data(), c.dim, c.rms_eps);
   }
-  if (!kv_only) matmul(L.wq, xn_.data(), n, q_.data(), pool);
-  matmul(L.wk, xn_.data(), n, k_.data(), pool);
-  matmul(L.wv, xn_.data(), n, v_.data(), pool);
+  {
+    const TensorView* ws[] = {&L.wk, &L.wv, &L.wq};
+    float* ys[] = {k_.data(), v_.data(), q_.data()};
+    matmul_same_input(ws, ys, kv_only ? 2 : 3, xn_.data(), n, pool);
+  }
   if (!kv_only) add_bias(q_.data(), L.bq, n);
   add_bias(k_.data(), L.bk, n);
   add_bias(v_.data(), L.bv, n);
@@ -364,8 +366,11 @@ void Transformer::dense_ffn(const LayerWeights& L, int n, ThreadPool& pool) {
   const size_t ffn = c.ffn_dim;
   gate_.resize(n * ffn);
   up_.resize(n * ffn);
-  matmul(L.w_gate, xn_.data(), n, gate_.data(), pool);
-  matmul(L.w_up, xn_.data(), n, up_.data(), pool);
+  {
+    const TensorView* ws[] = {&L.w_gate, &L.w_up};
+    float* ys[] = {gate_.data(), up_.data()};
+    matmul_same_input(ws, ys, 2, xn_.data(), n, pool);
+  }
   if (c.ffn_activation == FfnActivation::kGeluF16) {
     gelu_f16_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
   } else {

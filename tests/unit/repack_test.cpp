@@ -261,6 +261,43 @@ TEST(RepackTest, KQuantMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
   }
 }
 
+// q/k/v and gate/up share their input: quantised once, each product must be the very bits a
+// matmul of its own gives, for repacked K-quants of every type (one quantisation serves them
+// all), and for sets that cannot share (a Q8_0 matrix among them) or need not (one matrix).
+TEST(RepackTest, ProductsOfOneInputEqualEachProductAlone) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(18);
+  ThreadPool two(2);
+  const int64_t cols = 512;
+  std::vector<Matrix> ms;
+  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0}) {
+    ms.push_back(make_matrix(type, type == DType::Q6_K ? 45 : 70, cols, rng));
+  }
+  const std::vector<std::vector<const Matrix*>> sets = {
+      {&ms[0], &ms[1], &ms[2]}, {&ms[1], &ms[0]}, {&ms[0], &ms[3]}, {&ms[0]}};
+  for (int n_tokens : {1, 2, 5, 40}) {
+    const std::vector<float> x = random_acts(n_tokens * cols, rng);
+    for (const auto& set : sets) {
+      std::vector<const TensorView*> ws;
+      std::vector<std::vector<float>> want, got;
+      for (const Matrix* m : set) {
+        ws.push_back(&m->view);
+        want.emplace_back(n_tokens * m->view.n_rows());
+        matmul(m->view, x.data(), n_tokens, want.back().data(), two);
+        got.emplace_back(want.back().size(), NAN);
+      }
+      std::vector<float*> ys;
+      for (auto& g : got) ys.push_back(g.data());
+      matmul_same_input(ws.data(), ys.data(), static_cast<int>(ws.size()), x.data(), n_tokens, two);
+      for (size_t i = 0; i < set.size(); ++i) {
+        EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].size() * sizeof(float)), 0)
+            << dtype_name(set[i]->view.type) << " at " << i << " of " << set.size() << ", "
+            << n_tokens << " tokens";
+      }
+    }
+  }
+}
+
 // The engine batches sequences into one call; each must get exactly what it gets alone.
 TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
   if (active_set_refuses_repack()) return;

@@ -514,23 +514,34 @@ void quantize_act_rows(ActFormat format, const float* x, int n_tokens, int64_t c
   }
 }
 
+// Below this many multiply-adds (tens of microseconds of work), waking the workers and waiting
+// for them costs more than they save, and much more when the machine is oversubscribed.
+ThreadPool& pool_for(int64_t multiply_adds, ThreadPool& shared_pool) {
+  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
+  thread_local ThreadPool inline_pool(1);
+  return multiply_adds < kMinParallelWork ? inline_pool : shared_pool;
+}
+
 #if defined(K25_MATMUL_PACKED)
-// Q4_K / Q5_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
-template <typename Kind>
-void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const float* x,
-                     int n_tokens, float* y, ThreadPool& pool) {
-  static constexpr auto tiles = packed_k_tiles<Kind>();
+bool is_packed_k(const TensorView& w) {
+  return w.packed != nullptr &&
+         (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K);
+}
+
+// x's n_tokens rows (cols each) as the packed K-quant kernels take them: Q8_K rows and, for
+// Q4_K and Q5_K, the sums of x over sub-block pairs (computed for every type: cheap, and then one
+// quantisation serves matrices of each type). In this thread's scratch until the next call.
+PackedKActs quantize_k_acts(const float* x, int n_tokens, int64_t cols, ThreadPool& pool) {
   const int64_t n_super = cols / 256;
   const size_t a_row_bytes = act_row_bytes(ActFormat::kQ8_K, cols);
   const size_t rows_bytes = (a_row_bytes * static_cast<size_t>(n_tokens) + 63) / 64 * 64;
-  const bool with_min_pairs = Kind::kType != DType::Q6_K;
   thread_local Scratch scratch;
-  auto* base = static_cast<uint8_t*>(scratch.get(
-      rows_bytes + (with_min_pairs ? static_cast<size_t>(n_tokens * n_super) * 16 : 0)));
+  auto* base =
+      static_cast<uint8_t*>(scratch.get(rows_bytes + static_cast<size_t>(n_tokens * n_super) * 16));
   quantize_act_rows(ActFormat::kQ8_K, x, n_tokens, cols, base, a_row_bytes, pool);
   auto* min_pairs = reinterpret_cast<int32_t*>(base + rows_bytes);
   const PackedKActs acts{base, a_row_bytes, min_pairs, n_super};
-  for (int t = 0; with_min_pairs && t < n_tokens; ++t) {
+  for (int t = 0; t < n_tokens; ++t) {
     for (int64_t b = 0; b < n_super; ++b) {
       const int16_t* bsums = acts.block(t, b).bsums;
       for (int q = 0; q < 4; ++q) {
@@ -540,6 +551,14 @@ void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const fl
       }
     }
   }
+  return acts;
+}
+
+// Q4_K / Q5_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
+template <typename Kind>
+void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const PackedKActs& acts,
+                     int n_tokens, float* y, ThreadPool& pool) {
+  static constexpr auto tiles = packed_k_tiles<Kind>();
   const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
   const size_t group_bytes = packed_group_bytes(Kind::kType, cols);
   const int64_t chunk = group_chunk(n_groups, n_tokens, kPackedKTokens, pool.size());
@@ -553,6 +572,19 @@ void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const fl
       }
     }
   });
+}
+
+void packed_k_matmul(const TensorView& w, const PackedKActs& acts, int n_tokens, float* y,
+                     ThreadPool& pool) {
+  const auto* packed = static_cast<const uint8_t*>(w.packed);
+  const int64_t rows = w.n_rows(), cols = w.row_length();
+  if (w.type == DType::Q4_K) {
+    packed_k_matmul<PackedQ4k>(packed, rows, cols, acts, n_tokens, y, pool);
+  } else if (w.type == DType::Q5_K) {
+    packed_k_matmul<PackedQ5k>(packed, rows, cols, acts, n_tokens, y, pool);
+  } else {
+    packed_k_matmul<PackedQ6k>(packed, rows, cols, acts, n_tokens, y, pool);
+  }
 }
 #endif
 
@@ -650,11 +682,7 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
          w_row_bytes * static_cast<size_t>(rows));
   }
   if (n_tokens <= 0 || rows == 0) return;
-  // Below this many multiply-adds (tens of microseconds of work), waking the workers and waiting
-  // for them costs more than they save, and much more when the machine is oversubscribed.
-  constexpr int64_t kMinParallelWork = int64_t{1} << 18;
-  thread_local ThreadPool inline_pool(1);
-  ThreadPool& pool = rows * cols * n_tokens < kMinParallelWork ? inline_pool : shared_pool;
+  ThreadPool& pool = pool_for(rows * cols * n_tokens, shared_pool);
   const auto* wdata = static_cast<const uint8_t*>(w.data);
   const int n_threads = pool.size();
   const int64_t chunk = chunk_rows(rows, n_tokens, n_threads);
@@ -728,16 +756,8 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   }
 
 #if defined(K25_MATMUL_PACKED)
-  if (w.packed != nullptr &&
-      (w.type == DType::Q4_K || w.type == DType::Q5_K || w.type == DType::Q6_K)) {
-    const auto* packed = static_cast<const uint8_t*>(w.packed);
-    if (w.type == DType::Q4_K) {
-      packed_k_matmul<PackedQ4k>(packed, rows, cols, x, n_tokens, y, pool);
-    } else if (w.type == DType::Q5_K) {
-      packed_k_matmul<PackedQ5k>(packed, rows, cols, x, n_tokens, y, pool);
-    } else {
-      packed_k_matmul<PackedQ6k>(packed, rows, cols, x, n_tokens, y, pool);
-    }
+  if (is_packed_k(w)) {
+    packed_k_matmul(w, quantize_k_acts(x, n_tokens, cols, pool), n_tokens, y, pool);
     return;
   }
 #endif
@@ -773,6 +793,27 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
       }
     }
   });
+}
+
+void matmul_same_input(const TensorView* const* ws, float* const* ys, int n, const float* x,
+                       int n_tokens, ThreadPool& pool) {
+#if defined(K25_MATMUL_PACKED)
+  // Prefill of repacked K-quants (q/k/v, gate/up of a Q4_K_M file): one quantisation for all.
+  const int64_t cols = n > 0 ? ws[0]->row_length() : 0;
+  bool shared = n_tokens > 1 && n > 1;
+  int64_t multiply_adds = 0;
+  for (int i = 0; shared && i < n; ++i) {
+    shared = is_packed_k(*ws[i]) && ws[i]->row_length() == cols && ws[i]->n_rows() > 0;
+    multiply_adds += ws[i]->n_rows() * cols * n_tokens;
+  }
+  if (shared) {
+    ThreadPool& p = pool_for(multiply_adds, pool);
+    const PackedKActs acts = quantize_k_acts(x, n_tokens, cols, p);
+    for (int i = 0; i < n; ++i) packed_k_matmul(*ws[i], acts, n_tokens, ys[i], p);
+    return;
+  }
+#endif
+  for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
 }
 
 }  // namespace k25::K25_KERNEL_SET

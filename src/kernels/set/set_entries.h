@@ -15,6 +15,7 @@
 namespace k25::K25_KERNEL_SET {
 
 MatmulFn matmul;
+MatmulSameInputFn matmul_same_input;
 AttendQueriesFn attend_queries;
 RmsnormFn rmsnorm;
 RowFn softmax;
