@@ -65,6 +65,17 @@ L3RestoreId L3PrefixTier::begin_restore(std::vector<CachedPage> chain) {
   const L3RestoreId id = next_restore_++;
   Restore& r = restores_[id];
   r.chain = std::move(chain);
+  // The chain's first page that is not stored yet, if its write is in flight, is waited for.
+  const auto write_pending = [&] {
+    for (const CachedPage& page : r.chain) {
+      if (!store_->contains(page.key)) return writing_.count(page.key) > 0;
+    }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kWriteWait;
+  while (write_pending() && std::chrono::steady_clock::now() < deadline) {
+    poll(std::chrono::milliseconds(1));
+  }
   size_t n = 0;
   while (n < r.chain.size() && store_->contains(r.chain[n].key)) ++n;
   // Sized once: the reads' header buffers must not move while the reads are in flight.

@@ -32,6 +32,9 @@ class L3PrefixTier final : public PrefixTier {
  public:
   // How long a restore may wait for its reads before the rest is given up (recomputed).
   static constexpr std::chrono::milliseconds kReadTimeout{2000};
+  // How long a restore waits for the writes of its pages spilled moments ago (a follow-up turn
+  // arriving while its pages are on their way to the disk) before recomputing them instead.
+  static constexpr std::chrono::milliseconds kWriteWait{50};
 
   // Opens the store. Throws k25::Error or IoUringUnavailable (see DiskStore); `pool` must
   // outlive the tier.
@@ -41,7 +44,10 @@ class L3PrefixTier final : public PrefixTier {
   // Writes `page` unless its key is stored already. The bytes are copied now; the L2 page may be
   // freed right away.
   void spill(const CachedPage& page) override;
-  bool contains(uint64_t key) const override { return store_->contains(key); }
+  // Stored, or being written: begin_restore() waits (up to kWriteWait) for such a write.
+  bool contains(uint64_t key) const override {
+    return store_->contains(key) || writing_.count(key) > 0;
+  }
   // Starts reading the pages of a chain (in order from its first missing page; each CachedPage
   // names the key, the expected parent and tokens, and the fresh L2 page to read into) and
   // returns at once: the reads of the leading pages that L3 holds are all in flight, and poll()

@@ -100,6 +100,27 @@ TEST_F(L3PrefixTierTest, SpilledPagesComeBackByteExactOnlyForTheirPrefix) {
   EXPECT_EQ(tier->stats().restores, 1u);
 }
 
+// A follow-up turn can arrive while the pages of its history are still being written (the
+// write was submitted, its completion not yet polled): they count as held, and the restore waits
+// for the write instead of recomputing them (EngineL3.PagesEvictedFromL2ComeBackFromL3 failed
+// that way in a loaded CI run).
+TEST_F(L3PrefixTierTest, APageWhoseWriteIsInFlightIsRestoredNotRecomputed) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
+  auto tier = open(pool, 16);
+  ASSERT_TRUE(tier);
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  const PageId page = *pool.allocate();
+  fill(pool, page, 21);
+  tier->spill({31, 30, tokens.data(), page});  // no poll: the write is in flight
+  EXPECT_EQ(tier->disk_stats().writes_in_flight, 1u);
+  EXPECT_TRUE(tier->contains(31));
+  fill(pool, page, 0);
+  EXPECT_TRUE(restore_one(*tier, {31, 30, tokens.data(), page}));
+  EXPECT_TRUE(holds(pool, page, 21));
+  EXPECT_EQ(tier->stats().restores, 1u);
+  EXPECT_EQ(tier->stats().restore_failures, 0u);
+}
+
 TEST_F(L3PrefixTierTest, TheOldestPagesMakeRoomWhenTheCapacityIsUsedUp) {
   PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
   auto tier = open(pool, 3);
