@@ -108,16 +108,20 @@ TEST_F(L3PrefixTierTest, APageWhoseWriteIsInFlightIsRestoredNotRecomputed) {
   PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));
   auto tier = open(pool, 16);
   ASSERT_TRUE(tier);
-  const std::vector<int32_t> tokens = {5, 6, 7, 8};
-  const PageId page = *pool.allocate();
-  fill(pool, page, 21);
-  tier->spill({31, 30, tokens.data(), page});  // no poll: the write is in flight
+  const std::vector<int32_t> first = {1, 2, 3, 4}, second = {5, 6, 7, 8};
+  const PageId a = *pool.allocate(), b = *pool.allocate();
+  fill(pool, a, 21);
+  tier->spill({31, 0, first.data(), a});
+  tier->limit_in_flight(0);  // the chain's first page is stored
+  fill(pool, b, 22);
+  tier->spill({32, 31, second.data(), b});  // not polled: its write is in flight
   EXPECT_EQ(tier->disk_stats().writes_in_flight, 1u);
-  EXPECT_TRUE(tier->contains(31));
-  fill(pool, page, 0);
-  EXPECT_TRUE(restore_one(*tier, {31, 30, tokens.data(), page}));
-  EXPECT_TRUE(holds(pool, page, 21));
-  EXPECT_EQ(tier->stats().restores, 1u);
+  EXPECT_TRUE(tier->contains(32));
+  for (PageId p : {a, b}) fill(pool, p, 0);
+  std::vector<bool> kept;
+  EXPECT_EQ(restore_now(*tier, {{31, 0, first.data(), a}, {32, 31, second.data(), b}}, &kept), 2u);
+  EXPECT_TRUE(holds(pool, a, 21));
+  EXPECT_TRUE(holds(pool, b, 22));
   EXPECT_EQ(tier->stats().restore_failures, 0u);
 }
 
