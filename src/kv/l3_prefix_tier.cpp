@@ -52,7 +52,7 @@ std::vector<std::byte> L3PrefixTier::header(const CachedPage& page) const {
 }
 
 void L3PrefixTier::spill(const CachedPage& page) {
-  if (store_->contains(page.key) || writing_.count(page.key)) return;
+  if (contains(page.key)) return;  // stored, or being written
   make_room();
   const std::vector<std::byte> head = header(page);
   std::vector<std::span<const std::byte>> pieces = {head};

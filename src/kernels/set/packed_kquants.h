@@ -8,9 +8,8 @@
 //   sub-block's scale; AVX2: maddubs summed in 16 bits over as many pieces as cannot overflow,
 //   then widened by one madd with the scale in both 16-bit halves of its lane;
 // - Q4_K, Q5_K: summ = sum of min_s x (sum of x over sub-block s), 4 madds of the byte-pair
-// minimums
-//   with the activations' sub-block sums; Q6_K: the quants' offset of 32 as 32 x sum of
-//   scale_s x (sum of x over sub-block s), 8 madds of scale pairs with the Q8_K bsums.
+//   minimums with the activations' sub-block sums; Q6_K: the quants' offset of 32 as 32 x sum
+//   of scale_s x (sum of x over sub-block s), 8 madds of scale pairs with the Q8_K bsums.
 // Then acc += (d dx) sumi (Q4_K, Q5_K: acc -= (dmin dx) summ) in float: the same steps for a token
 // in every tile size and in decode, so its result does not depend on the other tokens of the call.
 
