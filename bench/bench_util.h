@@ -6,7 +6,7 @@
 #include <map>
 #include <memory>
 
-#include "util/thread_pool.h"
+#include "core/thread_pool.h"
 
 namespace k25::bench {
 

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/block_types.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/repack.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "core/thread_pool.h"
 #include "kernels/quant.h"
 #include "model/moe_ffn.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

@@ -12,6 +12,9 @@
 #include <optional>
 #include <sstream>
 
+#include "core/error.h"
+#include "core/text_file.h"
+#include "formats/gguf.h"
 #include "loadgen/prompt_text.h"
 #include "loadgen/report.h"
 #include "loadgen/rss_sampler.h"
@@ -19,10 +22,7 @@
 #include "loadgen/stats.h"
 #include "loadgen/svg_plot.h"
 #include "loadgen/workload.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
-#include "util/error.h"
-#include "util/text_file.h"
+#include "tokenizer/tokenizer.h"
 
 namespace {
 

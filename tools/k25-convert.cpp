@@ -7,8 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "core/error.h"
 #include "flash/convert.h"
-#include "util/error.h"
 
 int main(int argc, char** argv) {
   k25::ConvertOptions o;

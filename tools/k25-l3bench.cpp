@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
 #include "kv/disk_store.h"
-#include "util/error.h"
 
 namespace {
 

@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
 #include "model/mkmodel.h"
 #include "model/mkmodel_shapes.h"
-#include "util/error.h"
 
 namespace {
 

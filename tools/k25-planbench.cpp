@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
+#include "core/text_file.h"
 #include "engine/batched_bench.h"
 #include "flash/flash_planner.h"
-#include "util/error.h"
-#include "util/text_file.h"
 
 namespace {
 

@@ -10,18 +10,18 @@
 #include <sstream>
 #include <thread>
 
+#include "core/error.h"
+#include "core/text_file.h"
 #include "engine/batched_bench.h"
 #include "engine/embedding_batch.h"
 #include "engine/engine_generate.h"
+#include "formats/gguf.h"
 #include "kernels/kernel_table.h"
 #include "model/generate.h"
-#include "model/gguf.h"
 #include "model/json_schema_grammar.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "tokenizer/chat_prompt.h"
-#include "util/error.h"
-#include "util/text_file.h"
 
 namespace {
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "kernels/kernel_table.h"
 #include "kv/redis_url.h"
@@ -22,7 +23,6 @@
 #include "server/command_line.h"
 #include "server/http_server.h"
 #include "server/warmup.h"
-#include "util/error.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "util/error.h"
+#include "core/error.h"
 #include "verify/verify_run.h"
 
 int main(int argc, char** argv) {

@@ -5,8 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "model/gguf.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 
 int main(int argc, char** argv) {
   CLI::App app("k25-vocab-gguf: write a vocabulary-only copy of a GGUF's metadata");

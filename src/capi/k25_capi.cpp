@@ -7,11 +7,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "k25.h"
 #include "server/flash_headers.h"
 #include "server/metrics.h"
-#include "util/error.h"
 
 namespace {
 

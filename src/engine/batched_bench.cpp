@@ -4,9 +4,9 @@
 #include <chrono>
 #include <optional>
 
+#include "core/error.h"
 #include "kv/l1_window_cache.h"
 #include "kv/paged_kv_cache.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -3,7 +3,7 @@
 #include <condition_variable>
 #include <mutex>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

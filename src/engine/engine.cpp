@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <iostream>
 
+#include "core/error.h"
 #include "engine/step_cost.h"
 #include "kv/shared_kv_namespace.h"
 #include "kv/stacked_prefix_tier.h"
 #include "model/grammar_sampling.h"
 #include "model/kv_cache.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -4,8 +4,8 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "core/error.h"
 #include "engine/engine.h"
-#include "util/error.h"
 
 namespace k25 {
 

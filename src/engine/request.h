@@ -14,7 +14,7 @@
 #include "model/grammar.h"
 #include "model/pooling.h"
 #include "model/sampler.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

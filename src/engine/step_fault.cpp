@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

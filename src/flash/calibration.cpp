@@ -5,11 +5,11 @@
 #include <map>
 #include <numeric>
 
+#include "core/bits.h"
+#include "core/error.h"
 #include "flash/fingerprint.h"
 #include "flash/simhash.h"
 #include "model/perplexity.h"
-#include "util/bits.h"
-#include "util/error.h"
 
 namespace k25 {
 

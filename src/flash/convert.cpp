@@ -7,13 +7,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
+#include "core/text_file.h"
+#include "core/thread_pool.h"
 #include "flash/domain_map.h"
 #include "flash/flash_metadata.h"
 #include "flash/gate.h"
 #include "model/gguf_convert.h"
-#include "util/error.h"
-#include "util/text_file.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

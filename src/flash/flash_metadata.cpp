@@ -4,8 +4,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "util/error.h"
-#include "util/text_file.h"
+#include "core/error.h"
+#include "core/text_file.h"
 
 namespace k25 {
 

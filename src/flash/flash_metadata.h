@@ -15,7 +15,7 @@
 #include "flash/domain_map.h"
 #include "flash/fingerprint.h"
 #include "flash/gate.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_config.h"
 
 namespace k25 {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

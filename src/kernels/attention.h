@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "model/kv_dtype.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 

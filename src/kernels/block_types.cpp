@@ -1,8 +1,8 @@
 // Sizes of the activation encodings (the same for every kernel set).
 #include "kernels/block_types.h"
 
+#include "core/error.h"
 #include "kernels/quant.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -2,6 +2,7 @@
 // each calls the active kernel set's entry (kernel_table.h).
 #include <cstdlib>
 
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/block_types.h"
 #include "kernels/kernel_select.h"
@@ -10,7 +11,6 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/repack.h"
-#include "util/error.h"
 
 namespace k25 {
 

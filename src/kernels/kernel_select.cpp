@@ -1,6 +1,6 @@
 #include "kernels/kernel_select.h"
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

@@ -9,11 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "core/tensor.h"
+#include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/block_types.h"
 #include "kernels/repack.h"
-#include "model/tensor.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 

@@ -1,8 +1,8 @@
 // Matrix products against weight tensors, the hot path of the forward pass.
 #pragma once
 
-#include "model/tensor.h"
-#include "util/thread_pool.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace k25 {
 

@@ -6,7 +6,7 @@
 #include <bit>
 #include <cstring>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

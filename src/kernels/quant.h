@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace k25 {
 

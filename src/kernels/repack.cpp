@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

@@ -30,7 +30,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace k25 {
 

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "util/crc32c.h"
-#include "util/error.h"
+#include "core/crc32c.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

@@ -44,11 +44,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/latency_histogram.h"
 #include "kv/io_uring_file.h"
 #include "kv/l3_journal.h"
 #include "kv/l3_page_table.h"
 #include "kv/staging_buffer.h"
-#include "util/latency_histogram.h"
 
 namespace k25 {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "util/error.h"
+#include "core/error.h"
 
 struct io_uring;
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <new>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

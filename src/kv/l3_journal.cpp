@@ -10,8 +10,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "util/crc32c.h"
-#include "util/error.h"
+#include "core/crc32c.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

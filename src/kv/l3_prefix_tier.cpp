@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/error.h"
 #include "kv/l2_page_spans.h"
 #include "kv/prefix_page_header.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -20,11 +20,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/rate_limited_warning.h"
 #include "kv/disk_store.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_cache.h"
 #include "kv/prefix_tier.h"
-#include "util/rate_limited_warning.h"
 
 namespace k25 {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

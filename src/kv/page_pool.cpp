@@ -7,7 +7,7 @@
 #include <limits>
 #include <new>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

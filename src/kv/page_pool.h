@@ -24,8 +24,8 @@
 #include <optional>
 #include <vector>
 
-#include "model/kv_dtype.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 

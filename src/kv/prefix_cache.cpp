@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "util/bits.h"
+#include "core/bits.h"
 
 namespace k25 {
 

@@ -3,7 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

@@ -18,10 +18,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/rate_limited_warning.h"
 #include "kv/page_pool.h"
 #include "kv/prefix_tier.h"
 #include "kv/redis_store.h"
-#include "util/rate_limited_warning.h"
 
 namespace k25 {
 

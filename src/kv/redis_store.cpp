@@ -1,7 +1,7 @@
 #include "kv/redis_store.h"
 
+#include "core/error.h"
 #include "kv/redis_key_slot.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -29,10 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/latency_histogram.h"
+#include "core/rate_limited_warning.h"
 #include "kv/redis_connection.h"
 #include "kv/redis_url.h"
-#include "util/latency_histogram.h"
-#include "util/rate_limited_warning.h"
 
 namespace k25 {
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <initializer_list>
 
+#include "core/crc32c.h"
+#include "core/mapped_file.h"
 #include "kernels/kernel_table.h"
-#include "util/crc32c.h"
-#include "util/mapped_file.h"
 
 namespace k25 {
 

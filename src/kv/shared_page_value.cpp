@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "util/crc32c.h"
+#include "core/crc32c.h"
 
 namespace k25 {
 

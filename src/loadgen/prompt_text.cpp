@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <random>
 
-#include "model/tokenizer.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25::loadgen {
 

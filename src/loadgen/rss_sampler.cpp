@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25::loadgen {
 

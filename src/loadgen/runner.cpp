@@ -4,9 +4,9 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "loadgen/progress.h"
 #include "loadgen/sse_client.h"
-#include "util/error.h"
 
 namespace k25::loadgen {
 

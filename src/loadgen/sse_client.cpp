@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/error.h"
 #include "loadgen/sse_parser.h"
-#include "util/error.h"
 
 namespace k25::loadgen {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25::loadgen {
 

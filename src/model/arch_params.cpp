@@ -4,9 +4,9 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "model/gguf.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "model/rope.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "model/grammar.h"
-#include "model/unicode.h"
-#include "util/error.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <optional>
 
+#include "core/error.h"
 #include "model/grammar_sampling.h"
-#include "util/error.h"
 
 namespace k25 {
 

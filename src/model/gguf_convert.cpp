@@ -7,16 +7,16 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/thread_pool.h"
+#include "formats/safetensors.h"
 #include "kernels/quant.h"
 #include "model/arch_params.h"
 #include "model/convert_progress.h"
-#include "model/hf_tokenizer_json.h"
-#include "model/safetensors.h"
 #include "model/tensor_layout.h"
-#include "model/vocab_metadata.h"
-#include "util/error.h"
-#include "util/mapped_file.h"
-#include "util/thread_pool.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/vocab_metadata.h"
 
 namespace k25 {
 namespace {

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/quant_mixture.h"
 
 namespace k25 {

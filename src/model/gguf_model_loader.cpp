@@ -1,10 +1,10 @@
 // Builds a ModelConfig and weight views from a GGUF file (llama.cpp's tensor names).
 #include <cmath>
 
-#include "model/gguf.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "model/gguf_moe_loader.h"
 #include "model/weights.h"
-#include "util/error.h"
 
 namespace k25 {
 

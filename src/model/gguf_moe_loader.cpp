@@ -1,7 +1,7 @@
 #include "model/gguf_moe_loader.h"
 
+#include "core/error.h"
 #include "model/weights.h"
-#include "util/error.h"
 
 namespace k25 {
 

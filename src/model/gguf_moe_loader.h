@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "model/model_config.h"
 #include "model/moe_ffn.h"
 

@@ -5,11 +5,11 @@
 #include <map>
 #include <unordered_map>
 
+#include "core/error.h"
 #include "model/gbnf_parser.h"
 #include "model/grammar.h"
-#include "model/unicode.h"
-#include "model/utf8_ranges.h"
-#include "util/error.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/utf8_ranges.h"
 
 namespace k25 {
 

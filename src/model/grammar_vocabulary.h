@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

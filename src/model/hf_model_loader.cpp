@@ -5,10 +5,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
+#include "formats/safetensors.h"
 #include "model/hf_rope_scaling.h"
-#include "model/safetensors.h"
 #include "model/weights.h"
-#include "util/error.h"
 
 namespace k25 {
 

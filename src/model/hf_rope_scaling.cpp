@@ -2,8 +2,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "model/rope.h"
-#include "util/error.h"
 
 namespace k25 {
 

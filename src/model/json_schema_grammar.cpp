@@ -4,8 +4,8 @@
 #include <set>
 #include <vector>
 
-#include "model/unicode.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

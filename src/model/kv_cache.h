@@ -1,5 +1,5 @@
 // The KV cache seen by the forward pass: per (sequence, layer, position) one K and one V row of
-// kv_dim elements of the cache's dtype() (model/kv_dtype.h). Later tiers (paged pool, L1 window,
+// kv_dim elements of the cache's dtype() (kernels/kv_dtype.h). Later tiers (paged pool, L1 window,
 // disk) implement the same interface.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "model/kv_dtype.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 

@@ -8,14 +8,14 @@
 #include <optional>
 #include <thread>
 
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "kernels/quant.h"
-#include "model/gguf.h"
 #include "model/mkmodel_hf.h"
 #include "model/mkmodel_random.h"
 #include "model/mkmodel_shapes.h"
 #include "model/tensor_layout.h"
-#include "util/error.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

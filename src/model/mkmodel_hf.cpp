@@ -4,11 +4,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/gguf.h"
-#include "model/hf_tokenizer_json.h"
-#include "model/safetensors.h"
-#include "model/tokenizer.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 namespace {

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/bits.h"
+#include "core/thread_pool.h"
 #include "kernels/quant.h"
-#include "util/bits.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

@@ -1,6 +1,6 @@
 #include "model/mkmodel_shapes.h"
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <filesystem>
 
+#include "core/error.h"
 #include "model/transformer.h"
-#include "util/error.h"
 
 namespace k25 {
 

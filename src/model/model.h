@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "model/compute_plan.h"
 #include "model/kv_cache.h"
 #include "model/model_config.h"
-#include "model/tokenizer.h"
-#include "util/thread_pool.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

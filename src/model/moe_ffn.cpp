@@ -6,10 +6,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/error.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
-#include "util/error.h"
 
 namespace k25 {
 

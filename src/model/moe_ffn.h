@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "model/tensor.h"
-#include "util/thread_pool.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace k25 {
 

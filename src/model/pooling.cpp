@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

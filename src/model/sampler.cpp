@@ -6,7 +6,7 @@
 #include <limits>
 #include <utility>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

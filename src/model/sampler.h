@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

@@ -4,12 +4,12 @@
 #include <atomic>
 #include <cmath>
 
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "model/attention_split.h"
-#include "util/error.h"
 
 namespace k25 {
 

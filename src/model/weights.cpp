@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "core/error.h"
+#include "core/mapped_file.h"
 #include "kernels/quant.h"
-#include "util/error.h"
-#include "util/mapped_file.h"
 
 namespace k25 {
 

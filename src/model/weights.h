@@ -5,11 +5,11 @@
 #include <memory>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kernels/repack.h"
 #include "model/model_config.h"
 #include "model/moe_ffn.h"
-#include "model/tensor.h"
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

@@ -1,9 +1,9 @@
 #include "server/anthropic_request.h"
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
 #include "server/speculative_field.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/error.h"
 #include "kernels/kernel_table.h"
 #include "server/anthropic_format.h"
 #include "server/anthropic_request.h"
@@ -13,7 +14,6 @@
 #include "server/response_format.h"
 #include "server/static_files.h"
 #include "server/static_route.h"
-#include "util/error.h"
 
 namespace k25 {
 

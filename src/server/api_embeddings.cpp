@@ -3,13 +3,13 @@
 // vectors come back in input order.
 #include <mutex>
 
+#include "core/error.h"
 #include "server/api.h"
 #include "server/api_error.h"
 #include "server/embedding_request.h"
 #include "server/event_channel.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
-#include "util/error.h"
 
 namespace k25 {
 

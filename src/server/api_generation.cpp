@@ -4,6 +4,7 @@
 #include <ctime>
 #include <iostream>
 
+#include "core/error.h"
 #include "server/anthropic_request.h"
 #include "server/api.h"
 #include "server/api_error.h"
@@ -16,7 +17,6 @@
 #include "server/tool_call_grammar.h"
 #include "server/tool_call_response.h"
 #include "server/tool_call_stream.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "tokenizer/jinja_error.h"
-#include "util/error.h"
 
 namespace k25 {
 

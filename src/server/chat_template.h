@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "model/tokenizer.h"
 #include "tokenizer/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

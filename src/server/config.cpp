@@ -9,13 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/bits.h"
+#include "core/error.h"
+#include "core/text_file.h"
 #include "engine/step_fault.h"
 #include "kv/redis_url.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/jinja_error.h"
-#include "util/bits.h"
-#include "util/error.h"
-#include "util/text_file.h"
 
 namespace k25 {
 

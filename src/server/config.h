@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kv_dtype.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 

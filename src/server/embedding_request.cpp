@@ -3,9 +3,9 @@
 #include <bit>
 #include <cstring>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/request_parsing.h"
-#include "util/error.h"
 
 namespace k25 {
 

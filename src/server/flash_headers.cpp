@@ -1,7 +1,7 @@
 #include "server/flash_headers.h"
 
+#include "core/error.h"
 #include "server/api_error.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -1,8 +1,8 @@
 #include "server/grammar_request.h"
 
+#include "core/error.h"
 #include "model/json_schema_grammar.h"
 #include "server/api_error.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -10,7 +10,7 @@
 #include <iostream>
 #include <sstream>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "core/error.h"
+#include "core/json_nesting.h"
 #include "server/api_error.h"
 #include "server/chat_messages.h"
 #include "server/grammar_request.h"
 #include "server/json_fields.h"
 #include "server/speculative_field.h"
-#include "util/error.h"
-#include "util/json_nesting.h"
 
 namespace k25 {
 

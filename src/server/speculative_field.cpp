@@ -1,8 +1,8 @@
 #include "server/speculative_field.h"
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/json_fields.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -4,9 +4,9 @@
 #include <utility>
 #include <vector>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/static_files.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -1,8 +1,8 @@
 #include "server/tool_call_grammar.h"
 
+#include "core/error.h"
 #include "model/json_schema_grammar.h"
 #include "server/api_error.h"
-#include "util/error.h"
 
 namespace k25 {
 

@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "util/json_nesting.h"
+#include "core/json_nesting.h"
 
 namespace k25 {
 

@@ -2,8 +2,8 @@
 
 #include <set>
 
+#include "core/error.h"
 #include "server/api_error.h"
-#include "util/error.h"
 
 namespace k25 {
 

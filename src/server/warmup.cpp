@@ -5,8 +5,8 @@
 #include <mutex>
 #include <thread>
 
+#include "core/error.h"
 #include "server/flash_headers.h"
-#include "util/error.h"
 
 namespace k25 {
 

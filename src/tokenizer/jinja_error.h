@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25::jinja {
 

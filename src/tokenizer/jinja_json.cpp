@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "model/unicode.h"
 #include "tokenizer/jinja_error.h"
+#include "tokenizer/unicode.h"
 
 namespace k25::jinja {
 

@@ -2,9 +2,9 @@
 
 #include <cctype>
 
-#include "model/unicode.h"
 #include "tokenizer/jinja_error.h"
 #include "tokenizer/jinja_text.h"
+#include "tokenizer/unicode.h"
 
 namespace k25::jinja {
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace k25::jinja {
 

@@ -1,6 +1,6 @@
 #include "verify/openai_client.h"
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25::verify {
 

@@ -3,7 +3,7 @@
 #include <fstream>
 #include <ostream>
 
-#include "util/error.h"
+#include "core/error.h"
 #include "verify/compare.h"
 
 namespace k25::verify {

@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/error.h"
 #include "flash/domain_map.h"
 #include "flash/gate.h"
-#include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

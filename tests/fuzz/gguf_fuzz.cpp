@@ -8,9 +8,9 @@
 #include <variant>
 #include <vector>
 
-#include "model/gguf.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "touch.h"
-#include "util/error.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/error.h"
 #include "model/json_schema_grammar.h"
-#include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::ordered_json schema;

@@ -8,9 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include "core/crc32c.h"
+#include "core/error.h"
 #include "kv/l3_journal.h"
-#include "util/crc32c.h"
-#include "util/error.h"
 
 namespace {
 

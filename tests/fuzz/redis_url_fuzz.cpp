@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/error.h"
 #include "kv/redis_url.h"
-#include "util/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/safetensors.h"
+#include "core/error.h"
+#include "formats/safetensors.h"
 #include "touch.h"
-#include "util/error.h"
 
 using k25::fuzz::touch;
 

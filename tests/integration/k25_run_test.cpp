@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "command_output.h"
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace {
 

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "kernels/block_types.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
-#include "model/gguf.h"
 #include "test_paths.h"
-#include "util/thread_pool.h"
 
 namespace k25::testing {
 

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 #include "server/api_error.h"
 #include "server/tool_call_format.h"
 #include "test_paths.h"

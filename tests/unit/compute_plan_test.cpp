@@ -8,9 +8,9 @@
 #include <cstring>
 #include <set>
 
+#include "core/error.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "parse_error.h"
 #include "server/command_line.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -21,10 +21,10 @@
 #include <thread>
 #include <vector>
 
+#include "core/error.h"
 #include "kv/l2_page_spans.h"
 #include "kv/l3_journal.h"
 #include "kv/page_pool.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

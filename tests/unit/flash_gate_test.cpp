@@ -6,9 +6,9 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/error.h"
 #include "flash/domain_map.h"
 #include "flash/gate.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

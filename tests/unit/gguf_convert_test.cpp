@@ -12,13 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
 #include "flash/flash_metadata.h"
 #include "model/arch_params.h"
 #include "model/convert_progress.h"
 #include "model/mkmodel.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -1,6 +1,6 @@
 // GGUF reader/writer: round trips, the shared reference files, and every class of corrupt input
 // the reader must reject with a k25::Error (never a crash).
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "parse_error.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

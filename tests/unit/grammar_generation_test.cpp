@@ -7,16 +7,16 @@
 #include <mutex>
 #include <random>
 
+#include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "formats/gguf.h"
 #include "json_schema_check.h"
 #include "model/generate.h"
-#include "model/gguf.h"
 #include "model/grammar_matcher.h"
 #include "model/grammar_sampling.h"
 #include "model/json_schema_grammar.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "grammar_walk.h"
 #include "model/grammar_matcher.h"
 #include "model/grammar_sampling.h"
 #include "model/json_schema_grammar.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

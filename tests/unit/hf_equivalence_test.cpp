@@ -6,13 +6,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "model/gguf_convert.h"
-#include "model/hf_tokenizer_json.h"
 #include "model/mkmodel.h"
 #include "model/model.h"
-#include "model/safetensors.h"
 #include "test_paths.h"
+#include "tokenizer/hf_tokenizer_json.h"
 
 namespace k25 {
 namespace {

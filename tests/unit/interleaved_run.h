@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "model/model.h"
-#include "util/thread_pool.h"
 
 namespace k25::testing {
 

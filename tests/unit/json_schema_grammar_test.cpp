@@ -7,11 +7,11 @@
 
 #include <random>
 
+#include "core/error.h"
 #include "grammar_walk.h"
 #include "json_schema_check.h"
 #include "model/grammar_matcher.h"
-#include "model/tokenizer.h"
-#include "util/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 namespace {

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
 #include "flash/calibration.h"
 #include "flash/convert.h"
 #include "flash/flash_planner.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_select.h"
 #include "kernels/kernel_table.h"
 #include "random_weights.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

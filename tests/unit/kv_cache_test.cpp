@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

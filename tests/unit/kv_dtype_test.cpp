@@ -1,8 +1,8 @@
-// F16 storage of the KV cache (model/kv_dtype.h): the row conversions against the scalar
+// F16 storage of the KV cache (kernels/kv_dtype.h): the row conversions against the scalar
 // reference, attention over F16 rows against attention over F32 rows holding the same rounded
 // values, the page pool's and L3's bytes, the tiers agreeing with each other on real models, and
 // the config key.
-#include "model/kv_dtype.h"
+#include "kernels/kv_dtype.h"
 
 #include <gtest/gtest.h>
 
@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/quant.h"
 #include "kernels/set/quant_simd.h"
@@ -26,7 +27,6 @@
 #include "parse_error.h"
 #include "server/config.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -7,12 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "engine/batched_bench.h"
 #include "interleaved_run.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

@@ -1,4 +1,4 @@
-#include "util/latency_histogram.h"
+#include "core/latency_histogram.h"
 
 #include <gtest/gtest.h>
 

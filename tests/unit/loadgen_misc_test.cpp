@@ -2,10 +2,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "core/error.h"
 #include "loadgen/progress.h"
 #include "loadgen/rss_sampler.h"
 #include "loadgen/sse_client.h"
-#include "util/error.h"
 
 namespace k25::loadgen {
 namespace {

@@ -4,11 +4,11 @@
 
 #include <memory>
 
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "loadgen/prompt_text.h"
-#include "model/gguf.h"
-#include "model/tokenizer.h"
 #include "test_paths.h"
-#include "util/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25::loadgen {
 namespace {

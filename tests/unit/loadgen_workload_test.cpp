@@ -5,8 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "core/error.h"
 #include "loadgen/workload.h"
-#include "util/error.h"
 
 namespace k25::loadgen {
 namespace {

@@ -11,9 +11,9 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/quant.h"
 #include "random_weights.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -17,16 +17,16 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "kernels/quant.h"
 #include "model/arch_params.h"
-#include "model/gguf.h"
 #include "model/mkmodel_random.h"
 #include "model/mkmodel_shapes.h"
-#include "model/safetensors.h"
 #include "model/tensor_layout.h"
-#include "model/tokenizer.h"
-#include "util/error.h"
-#include "util/thread_pool.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 namespace {

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "kernels/repack.h"
-#include "model/gguf.h"
 #include "model/model.h"
 #include "model/weights.h"
 #include "random_weights.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

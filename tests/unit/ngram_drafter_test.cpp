@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/error.h"
 #include "engine/speculation.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <string>
 
+#include "core/error.h"
 #include "parse_error.h"
 #include "server/config.h"
 #include "server/request_log.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -9,7 +9,7 @@
 #include <set>
 #include <vector>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

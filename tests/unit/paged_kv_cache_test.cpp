@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <set>
 
+#include "core/error.h"
 #include "interleaved_run.h"
 #include "model/model.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

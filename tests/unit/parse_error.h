@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25::testing {
 

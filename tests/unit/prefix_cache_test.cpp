@@ -6,8 +6,8 @@
 #include <numeric>
 #include <thread>
 
+#include "core/error.h"
 #include "kv/paged_kv_cache.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -11,14 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "kernels/block_types.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/set/kquant_blocks.h"
-#include "model/gguf.h"
 #include "test_paths.h"
-#include "util/error.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

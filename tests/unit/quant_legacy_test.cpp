@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "block_dot_check.h"
+#include "core/thread_pool.h"
 #include "kernels/block_types.h"
 #include "kernels/quant.h"
 #include "kernels/set/block_types_portable.h"
-#include "util/thread_pool.h"
 
 namespace k25 {
 namespace {

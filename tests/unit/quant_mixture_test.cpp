@@ -4,9 +4,9 @@
 
 #include <gtest/gtest.h>
 
-#include "model/gguf.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

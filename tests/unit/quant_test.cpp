@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/set/quant_simd.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

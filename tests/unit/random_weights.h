@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "core/tensor.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
-#include "model/tensor.h"
 
 namespace k25::testing {
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "core/error.h"
 #include "engine/engine.h"
 #include "kv/redis_key_slot.h"
 #include "kv/redis_store.h"
@@ -19,7 +20,6 @@
 #include "kv/shared_kv_namespace.h"
 #include "kv/shared_page_value.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

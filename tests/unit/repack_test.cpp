@@ -11,13 +11,13 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/kernel_table.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "model/weights.h"
 #include "random_weights.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -10,11 +10,11 @@
 #include <numbers>
 #include <set>
 
-#include "model/gguf.h"
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "model/hf_rope_scaling.h"
 #include "model/weights.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -1,6 +1,6 @@
 // Safetensors reader/writer/directory loader: round trips, sharded directories, and corrupt input
 // that must be rejected with a k25::Error naming the problem.
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "parse_error.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

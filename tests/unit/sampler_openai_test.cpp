@@ -6,8 +6,8 @@
 #include <map>
 #include <vector>
 
+#include "core/error.h"
 #include "model/sampler.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

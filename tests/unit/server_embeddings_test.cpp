@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "../integration/server_process.h"
+#include "core/error.h"
 #include "embedding_reference.h"
 #include "engine/embedding_batch.h"
 #include "engine/engine.h"
 #include "in_process_server.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 namespace {

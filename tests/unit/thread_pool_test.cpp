@@ -1,6 +1,6 @@
 // ThreadPool: every index runs exactly once per run(), sections do not overlap, size 1 runs
 // inline, and an exception thrown by the job reaches the caller without breaking the pool.
-#include "util/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +10,11 @@
 #include <random>
 #include <sstream>
 
-#include "model/gguf.h"
-#include "model/hf_tokenizer_json.h"
-#include "model/tokenizer_pretokenizer.h"
-#include "model/vocab_metadata.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "tokenizer/hf_tokenizer_json.h"
+#include "tokenizer/tokenizer_pretokenizer.h"
+#include "tokenizer/vocab_metadata.h"
 
 namespace k25 {
 namespace {

@@ -8,13 +8,13 @@
 
 #include <random>
 
+#include "core/error.h"
 #include "grammar_walk.h"
 #include "json_schema_check.h"
 #include "model/grammar_matcher.h"
-#include "model/tokenizer.h"
 #include "server/api_error.h"
 #include "server/tool_call_parser.h"
-#include "util/error.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 namespace {

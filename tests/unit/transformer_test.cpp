@@ -6,12 +6,12 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/error.h"
+#include "formats/gguf.h"
 #include "model/attention_split.h"
-#include "model/gguf.h"
 #include "model/model.h"
 #include "model/perplexity.h"
 #include "test_paths.h"
-#include "util/error.h"
 
 namespace k25 {
 namespace {

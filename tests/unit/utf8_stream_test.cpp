@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 namespace {

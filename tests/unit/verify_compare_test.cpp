@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "server/upstream.h"
-#include "util/error.h"
 #include "verify/compare.h"
 
 namespace k25::verify {

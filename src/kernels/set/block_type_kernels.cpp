@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/quant.h"
 #include "kernels/set/block_types_portable.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
-#include "util/error.h"
 
 namespace k25::K25_KERNEL_SET {
 namespace {

@@ -1,10 +1,10 @@
-#include "model/kv_dtype.h"
+#include "kernels/kv_dtype.h"
 
 #include <cstdint>
 #include <cstring>
 
+#include "core/error.h"
 #include "kernels/quant.h"
-#include "util/error.h"
 
 namespace k25 {
 

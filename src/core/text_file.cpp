@@ -1,11 +1,11 @@
-#include "util/text_file.h"
+#include "core/text_file.h"
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

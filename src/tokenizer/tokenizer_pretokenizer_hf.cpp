@@ -1,5 +1,5 @@
 // The Hugging Face pre_tokenizer Sequences that k25's pre-tokenisers correspond to.
-#include "model/tokenizer_pretokenizer.h"
+#include "tokenizer/tokenizer_pretokenizer.h"
 
 namespace k25 {
 namespace {

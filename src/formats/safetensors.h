@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace k25 {
 

@@ -1,15 +1,15 @@
-// src/util/bits.h, src/util/json_nesting.h and src/util/text_file.h.
+// src/core/bits.h, src/core/json_nesting.h and src/core/text_file.h.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <set>
 
-#include "util/bits.h"
-#include "util/error.h"
-#include "util/json_nesting.h"
-#include "util/rate_limited_warning.h"
-#include "util/text_file.h"
+#include "core/bits.h"
+#include "core/error.h"
+#include "core/json_nesting.h"
+#include "core/rate_limited_warning.h"
+#include "core/text_file.h"
 
 namespace k25 {
 namespace {

@@ -10,7 +10,7 @@
 //
 // Exceptions: fn should not throw, but if it does on any thread, the first exception is caught
 // and rethrown from run() on the caller after every thread has finished the section.
-#include "util/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <atomic>
 #include <cstdint>

@@ -1,6 +1,6 @@
-#include "model/vocab_metadata.h"
+#include "tokenizer/vocab_metadata.h"
 
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 namespace k25 {
 

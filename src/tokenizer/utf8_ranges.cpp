@@ -1,9 +1,9 @@
-#include "model/utf8_ranges.h"
+#include "tokenizer/utf8_ranges.h"
 
 #include <algorithm>
 #include <string>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

@@ -2,7 +2,7 @@
 // checked against the bytes that remain before it is used, so a corrupt or hostile file yields a
 // k25::Error and never an out-of-bounds access or a huge allocation. Values are read little-endian
 // (the only byte order k25 targets; a big-endian file shows up as an absurd version number).
-#include "model/gguf.h"
+#include "formats/gguf.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,9 +12,9 @@
 #include <set>
 #include <utility>
 
-#include "util/bits.h"
-#include "util/error.h"
-#include "util/mapped_file.h"
+#include "core/bits.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace k25 {
 

@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_token_index.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_token_index.h"
 
 namespace k25 {
 

@@ -1,4 +1,4 @@
-#include "util/mapped_file.h"
+#include "core/mapped_file.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "util/error.h"
+#include "core/error.h"
 
 namespace k25 {
 

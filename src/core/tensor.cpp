@@ -1,4 +1,4 @@
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace k25 {
 

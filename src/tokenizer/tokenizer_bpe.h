@@ -9,8 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/tokenizer.h"
-#include "model/tokenizer_token_index.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_token_index.h"
 
 namespace k25 {
 

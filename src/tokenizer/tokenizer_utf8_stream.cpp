@@ -1,6 +1,6 @@
 // Utf8StreamDecoder (declared in tokenizer.h).
-#include "model/tokenizer.h"
-#include "model/unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

@@ -1,8 +1,8 @@
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 
-#include "model/unicode_tables.h"
+#include "tokenizer/unicode_tables.h"
 
 namespace k25::unicode {
 

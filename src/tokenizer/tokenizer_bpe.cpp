@@ -1,9 +1,9 @@
-#include "model/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_bpe.h"
 
 #include <cstdio>
 #include <queue>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

@@ -1,12 +1,12 @@
-#include "model/tokenizer_pretokenizer.h"
+#include "tokenizer/tokenizer_pretokenizer.h"
 
 #include <cstdint>
 #include <iterator>
 #include <utility>
 
-#include "model/unicode.h"
-#include "model/unicode_tables.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "tokenizer/unicode.h"
+#include "tokenizer/unicode_tables.h"
 
 namespace k25 {
 namespace {

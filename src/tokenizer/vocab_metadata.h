@@ -2,7 +2,7 @@
 // k25-convert's Hugging Face input whose tokenizer.json becomes part of the GGUF file.
 #pragma once
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

@@ -1,7 +1,7 @@
 // Safetensors reader, directory loader and writer. Layout: u64 little-endian header length N, N
 // bytes of JSON {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then
 // the data section; offsets are relative to its start. Nothing in the header is trusted.
-#include "model/safetensors.h"
+#include "formats/safetensors.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -14,9 +14,9 @@
 #include <set>
 #include <sstream>
 
-#include "util/error.h"
-#include "util/mapped_file.h"
-#include "util/text_file.h"
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/text_file.h"
 
 namespace k25 {
 

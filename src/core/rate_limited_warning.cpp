@@ -1,4 +1,4 @@
-#include "util/rate_limited_warning.h"
+#include "core/rate_limited_warning.h"
 
 #include <iostream>
 

@@ -1,4 +1,4 @@
-#include "model/hf_tokenizer_json.h"
+#include "tokenizer/hf_tokenizer_json.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,11 +8,11 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "model/tokenizer_pretokenizer.h"
-#include "model/tokenizer_spm.h"
-#include "model/tokenizer_token_index.h"
-#include "model/unicode.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "tokenizer/tokenizer_pretokenizer.h"
+#include "tokenizer/tokenizer_spm.h"
+#include "tokenizer/tokenizer_token_index.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 namespace {

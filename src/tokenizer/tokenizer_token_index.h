@@ -7,7 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

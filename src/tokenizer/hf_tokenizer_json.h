@@ -14,7 +14,7 @@
 #include <memory>
 #include <string>
 
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 namespace k25 {
 

@@ -1,10 +1,10 @@
-#include "model/tokenizer_spm.h"
+#include "tokenizer/tokenizer_spm.h"
 
 #include <cstdio>
 #include <queue>
 #include <string>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 namespace k25 {
 

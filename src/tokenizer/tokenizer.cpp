@@ -1,16 +1,16 @@
-#include "model/tokenizer.h"
+#include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>
 #include <optional>
 #include <unordered_set>
 
-#include "model/gguf.h"
-#include "model/tokenizer_bpe.h"
-#include "model/tokenizer_pretokenizer.h"
-#include "model/tokenizer_spm.h"
-#include "model/tokenizer_token_index.h"
-#include "util/error.h"
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "tokenizer/tokenizer_bpe.h"
+#include "tokenizer/tokenizer_pretokenizer.h"
+#include "tokenizer/tokenizer_spm.h"
+#include "tokenizer/tokenizer_token_index.h"
 
 namespace k25 {
 namespace {

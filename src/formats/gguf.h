@@ -11,7 +11,7 @@
 #include <variant>
 #include <vector>
 
-#include "model/tensor.h"
+#include "core/tensor.h"
 
 namespace k25 {
 
