@@ -90,7 +90,7 @@ class Run {
  public:
   Run(const RunOptions& options, int planned)
       : options_(options),
-        endpoint_(Endpoint::parse(options.url)),
+        url_(HttpUrl::parse(options.url, "--url")),
         slots_(options.concurrency),
         deadline_timer_(ioc_),
         arrival_timer_(ioc_),
@@ -99,8 +99,8 @@ class Run {
     result_.planned = planned;
     beast::error_code ec;
     tcp::resolver resolver(ioc_);
-    auto resolved = resolver.resolve(endpoint_.host, endpoint_.port, ec);
-    if (ec) fail("--url: cannot resolve ", endpoint_.host, ": ", ec.message());
+    auto resolved = resolver.resolve(url_.host, url_.port, ec);
+    if (ec) fail("--url: cannot resolve ", url_.host, ": ", ec.message());
     for (const auto& entry : resolved) endpoints_.push_back(entry.endpoint());
   }
 
@@ -243,7 +243,7 @@ class Run {
   // request's error rather than ending the run with a slot never released.
   net::awaitable<StreamResult> attempt(const StreamRequest& req) {
     try {
-      co_return co_await stream_post(endpoints_, endpoint_, req, active_);
+      co_return co_await stream_post(endpoints_, url_, req, active_);
     } catch (const std::exception& e) {
       StreamResult failed;
       failed.error = std::string("client: ") + e.what();
@@ -349,7 +349,7 @@ class Run {
   }
 
   const RunOptions& options_;
-  Endpoint endpoint_;
+  HttpUrl url_;
   net::io_context ioc_;
   std::vector<tcp::endpoint> endpoints_;
   AsyncSemaphore slots_;

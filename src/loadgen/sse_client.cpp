@@ -1,9 +1,5 @@
 #include "loadgen/sse_client.h"
 
-#include <cstdint>
-#include <limits>
-
-#include "core/error.h"
 #include "loadgen/sse_parser.h"
 
 namespace k25::loadgen {
@@ -26,103 +22,54 @@ std::optional<int> parse_retry_after(std::string_view value) {
   return seconds;
 }
 
-// Keeps a stream registered while it is in flight.
+// Keeps a call registered while it is in flight.
 class Registration {
  public:
-  Registration(ActiveStreams& active, beast::tcp_stream& stream) : active_(active), s_(&stream) {
-    active_.add(s_);
+  Registration(ActiveStreams& active, client::HttpCall& call) : active_(active), call_(&call) {
+    active_.add(call_);
   }
-  ~Registration() { active_.remove(s_); }
+  ~Registration() { active_.remove(call_); }
   Registration(const Registration&) = delete;
   Registration& operator=(const Registration&) = delete;
 
  private:
   ActiveStreams& active_;
-  beast::tcp_stream* s_;
+  client::HttpCall* call_;
 };
 
 }  // namespace
 
-Endpoint Endpoint::parse(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) fail("--url: '", url, "' must start with http://");
-  std::string rest = url.substr(scheme.size());
-  Endpoint e;
-  const size_t slash = rest.find('/');
-  if (slash != std::string::npos) {
-    e.prefix = rest.substr(slash);
-    while (!e.prefix.empty() && e.prefix.back() == '/') e.prefix.pop_back();
-    // OpenAI clients often take the base URL with /v1; the API paths carry it already.
-    if (e.prefix.ends_with("/v1")) e.prefix.resize(e.prefix.size() - 3);
-    rest.erase(slash);
-  }
-  const size_t colon = rest.rfind(':');
-  if (colon != std::string::npos && rest.find(']', colon) == std::string::npos) {
-    e.port = rest.substr(colon + 1);
-    rest.erase(colon);
-  }
-  if (!rest.empty() && rest.front() == '[' && rest.back() == ']')
-    rest = rest.substr(1, rest.size() - 2);
-  e.host = rest;
-  if (e.host.empty()) fail("--url: '", url, "' has no host");
-  if (e.port.empty() || e.port.find_first_not_of("0123456789") != std::string::npos) {
-    fail("--url: '", url, "' has a bad port");
-  }
-  return e;
-}
-
 void ActiveStreams::close_all() {
-  for (beast::tcp_stream* s : streams_) {
-    beast::error_code ec;
-    s->socket().shutdown(tcp::socket::shutdown_both, ec);
-    s->close();
-  }
+  for (client::HttpCall* call : calls_) call->close();
 }
 
 net::awaitable<StreamResult> stream_post(const std::vector<tcp::endpoint>& endpoints,
-                                         const Endpoint& endpoint, const StreamRequest& request,
+                                         const HttpUrl& url, const StreamRequest& request,
                                          ActiveStreams& active) {
   StreamResult r;
-  beast::error_code ec;
-  auto token = net::redirect_error(net::use_awaitable, ec);
-  beast::tcp_stream stream(co_await net::this_coro::executor);
-  Registration registration(active, stream);
+  // The timeout covers the whole exchange.
+  client::HttpCall call(co_await net::this_coro::executor, {request.timeout, request.timeout});
+  Registration registration(active, call);
   const Clock::time_point t0 = Clock::now();
-  // The timeout covers the whole exchange: tcp_stream keeps the expiry until it is reset.
-  stream.expires_after(request.timeout);
   auto finish = [&](std::string error) {
     r.error = std::move(error);
     r.end_ms = ms_since(t0);
     return r;
   };
-  co_await stream.async_connect(endpoints, token);
-  if (ec) co_return finish("connect: " + ec.message());
-
-  http::request<http::string_body> req{http::verb::post, endpoint.prefix + request.target, 11};
-  req.set(http::field::host, endpoint.host + ":" + endpoint.port);
-  req.set(http::field::content_type, "application/json");
-  req.set(http::field::accept, "text/event-stream");
-  req.set(http::field::connection, "close");
-  for (const auto& [name, value] : request.headers) req.set(name, value);
-  req.body() = request.body;
-  req.prepare_payload();
-  co_await http::async_write(stream, req, token);
-  if (ec) co_return finish("send: " + ec.message());
-
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  // No limit; not boost::none, which Boost 1.74 compares as smaller than any Content-Length.
-  parser.body_limit(std::numeric_limits<std::uint64_t>::max());
-  co_await http::async_read_header(stream, buffer, parser, token);
-  if (ec) co_return finish("response: " + ec.message());
-  r.status = static_cast<int>(parser.get().result_int());
-  if (auto it = parser.get().find(http::field::retry_after); it != parser.get().end()) {
-    r.retry_after_s = parse_retry_after(std::string_view(it->value().data(), it->value().size()));
-  }
+  client::ClientRequest out{
+      http::verb::post,
+      request.target,
+      request.body,
+      {{"content-type", "application/json"}, {"accept", "text/event-stream"}}};
+  for (const auto& header : request.headers) out.headers.push_back(header);
+  if (!co_await call.start(url, out, &endpoints)) co_return finish(call.error());
+  r.status = call.status();
+  if (auto retry_after = call.header("retry-after"))
+    r.retry_after_s = parse_retry_after(*retry_after);
   if (r.status != 200) {
-    co_await http::async_read(stream, buffer, parser, token);
-    co_return finish("HTTP " + std::to_string(r.status) + ": " +
-                     error_message_of(parser.get().body()));
+    std::string body;
+    co_await call.read_rest(body);
+    co_return finish("HTTP " + std::to_string(r.status) + ": " + error_message_of(body));
   }
 
   SseParser sse;
@@ -147,20 +94,18 @@ net::awaitable<StreamResult> stream_post(const std::vector<tcp::endpoint>& endpo
         break;
     }
   };
-  while (!parser.is_done()) {
-    co_await http::async_read_some(stream, buffer, parser, token);
-    if (ec) break;
-    std::string& body = parser.get().body();
-    for (const std::string& data : sse.feed(body)) handle(data);
-    body.clear();
+  std::string piece;
+  for (bool more = true; more;) {
+    more = co_await call.read_some(piece);
+    for (const std::string& data : sse.feed(piece)) handle(data);
+    piece.clear();
   }
-  const beast::error_code read_error = ec;
   if (auto last = sse.finish()) handle(*last);
-  stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  call.close();
   if (!error.empty()) co_return finish(error);
   if (!r.done) {
-    co_return finish(read_error ? "stream: " + read_error.message()
-                                : "stream ended without [DONE]");
+    co_return finish(!call.error().empty() ? "stream: " + call.error()
+                                           : "stream ended without [DONE]");
   }
   co_return finish("");
 }

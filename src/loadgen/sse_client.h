@@ -1,6 +1,6 @@
-// One streaming POST over HTTP/1.1 (a fresh connection each time) with the response's SSE events
-// timed as they arrive. Runs as a coroutine on the caller's io_context, so many streams can be in
-// flight on one thread.
+// One streaming POST (client::HttpCall: a fresh connection each time) with the response's SSE
+// events timed as they arrive. Runs as a coroutine on the caller's io_context, so many streams can
+// be in flight on one thread.
 #pragma once
 
 #include <chrono>
@@ -10,20 +10,15 @@
 #include <utility>
 #include <vector>
 
-#include "server/asio.h"
+#include "client/http_call.h"
 
 namespace k25::loadgen {
 
+using client::HttpUrl;
 using tcp = net::ip::tcp;
 
-// http://HOST:PORT[/PREFIX][/v1]; the prefix is put before API paths (which start with /v1).
-struct Endpoint {
-  std::string host, port = "80", prefix;
-  static Endpoint parse(const std::string& url);  // throws k25::Error on anything but http://
-};
-
 struct StreamRequest {
-  std::string target;  // e.g. /v1/completions (the endpoint prefix is added)
+  std::string target;  // e.g. /v1/completions (HttpUrl::target adds the URL's prefix)
   std::string body;    // JSON
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{600'000};  // whole exchange
@@ -43,17 +38,17 @@ struct StreamResult {
 // The streams in flight, so that a bounded run can cut them off.
 class ActiveStreams {
  public:
-  void add(beast::tcp_stream* s) { streams_.insert(s); }
-  void remove(beast::tcp_stream* s) { streams_.erase(s); }
+  void add(client::HttpCall* call) { calls_.insert(call); }
+  void remove(client::HttpCall* call) { calls_.erase(call); }
   void close_all();
-  size_t size() const { return streams_.size(); }
+  size_t size() const { return calls_.size(); }
 
  private:
-  std::set<beast::tcp_stream*> streams_;
+  std::set<client::HttpCall*> calls_;
 };
 
 net::awaitable<StreamResult> stream_post(const std::vector<tcp::endpoint>& endpoints,
-                                         const Endpoint& endpoint, const StreamRequest& request,
+                                         const HttpUrl& url, const StreamRequest& request,
                                          ActiveStreams& active);
 
 }  // namespace k25::loadgen

@@ -124,7 +124,7 @@ std::string model_name_of(const Model& model, const std::string& path) {
 
 Api::Api(ServerConfig config) : config_(std::move(config)), prompt_workers_(config_.io_threads) {
   if (!config_.fallback_url.empty()) {
-    upstream_ = parse_upstream_url(config_.fallback_url);
+    upstream_ = client::HttpUrl::parse(config_.fallback_url, "config: fallback.url");
     breaker_ =
         std::make_unique<CircuitBreaker>(config_.fallback_failure_threshold,
                                          std::chrono::seconds(config_.fallback_probe_interval_s));

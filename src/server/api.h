@@ -79,7 +79,7 @@ class Api {
   HttpMetrics metrics_;
   // Fallback (R-CFG3): set when fallback.url is.
   std::unique_ptr<CircuitBreaker> breaker_;
-  UpstreamUrl upstream_;
+  client::HttpUrl upstream_;
   FallbackCounters fallback_counters_;
   // Warm-up (R-CFG2).
   std::atomic<bool> warming_up_{false};

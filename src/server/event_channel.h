@@ -13,8 +13,8 @@
 #include <mutex>
 #include <optional>
 
+#include "core/asio.h"
 #include "engine/request.h"
-#include "server/asio.h"
 
 namespace k25 {
 

@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/asio.h"
+#include "core/asio.h"
 
 namespace k25 {
 

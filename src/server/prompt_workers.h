@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <type_traits>
 
-#include "server/asio.h"
+#include "core/asio.h"
 
 namespace k25 {
 

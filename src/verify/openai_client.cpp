@@ -1,5 +1,6 @@
 #include "verify/openai_client.h"
 
+#include "client/http_call.h"
 #include "core/error.h"
 
 namespace k25::verify {
@@ -9,7 +10,7 @@ using nlohmann::json;
 OpenAiClient::OpenAiClient(const std::string& base_url, std::string api_key,
                            std::chrono::seconds timeout)
     : base_url_(base_url),
-      url_(parse_upstream_url(base_url, "server URL")),
+      url_(client::HttpUrl::parse(base_url, "server URL")),
       api_key_(std::move(api_key)),
       timeout_(timeout) {}
 
@@ -23,42 +24,19 @@ json OpenAiClient::get(const std::string& route) const {
 
 json OpenAiClient::call(const std::string& method, const std::string& route,
                         const std::string& body) const {
+  client::ClientRequest request{http::string_to_verb(method), route, body, {}};
+  request.headers.emplace_back("user-agent", "k25-verify");
+  if (!api_key_.empty()) request.headers.emplace_back("authorization", "Bearer " + api_key_);
+  if (!body.empty()) request.headers.emplace_back("content-type", "application/json");
+  const client::ClientResponse res = client::fetch(url_, request, {timeout_, {}});
   const std::string where = concat(method, " ", base_url_, route);
-  net::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  http::response<http::string_body> res;
-  try {
-    net::ip::tcp::resolver resolver(ioc);
-    stream.expires_after(timeout_);
-    stream.connect(resolver.resolve(url_.host, url_.port));
-    http::request<http::string_body> req{http::string_to_verb(method), upstream_target(url_, route),
-                                         11};
-    req.set(http::field::host, url_.host + ":" + url_.port);
-    req.set(http::field::user_agent, "k25-verify");
-    if (!api_key_.empty()) req.set(http::field::authorization, "Bearer " + api_key_);
-    if (!body.empty()) req.set(http::field::content_type, "application/json");
-    req.body() = body;
-    req.prepare_payload();
-    stream.expires_after(timeout_);
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(1 << 28);
-    stream.expires_after(timeout_);
-    http::read(stream, buffer, parser);
-    res = parser.release();
-  } catch (const boost::system::system_error& e) {
-    fail(where, ": ", e.code().message());
-  }
-  beast::error_code ec;
-  stream.socket().shutdown(net::ip::tcp::socket::shutdown_both, ec);
-  json answer = json::parse(res.body(), nullptr, false);
-  if (res.result_int() / 100 != 2) {
-    std::string message = res.body().substr(0, 300);
+  json answer = json::parse(res.body, nullptr, false);
+  if (res.status / 100 != 2) {
+    std::string message = res.body.substr(0, 300);
     if (answer.is_object() && answer.contains("error") && answer["error"].is_object()) {
       message = answer["error"].value("message", message);
     }
-    fail(where, ": HTTP ", res.result_int(), ": ", message);
+    fail(where, ": HTTP ", res.status, ": ", message);
   }
   if (answer.is_discarded()) fail(where, ": the answer is not JSON");
   return answer;

@@ -1,12 +1,12 @@
-// A small blocking HTTP/1.1 client for OpenAI-compatible servers (k25-verify): POST/GET JSON to
-// base URL + route, one connection per call.
+// k25-verify's view of an OpenAI-compatible server: POST/GET JSON to base URL + route through
+// client::fetch (one connection per call), errors turned into k25::Error with the server's message.
 #pragma once
 
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/upstream.h"
+#include "client/http_url.h"
 
 namespace k25::verify {
 
@@ -26,7 +26,7 @@ class OpenAiClient {
                       const std::string& body) const;
 
   std::string base_url_;
-  UpstreamUrl url_;
+  client::HttpUrl url_;
   std::string api_key_;
   std::chrono::seconds timeout_;
 };

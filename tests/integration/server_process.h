@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/asio.h"
+#include "core/asio.h"
 
 namespace k25::testing {
 

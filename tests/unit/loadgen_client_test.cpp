@@ -10,23 +10,15 @@
 
 #include "loadgen/runner.h"
 #include "loadgen/stats.h"
-#include "server/asio.h"
+#include "scripted_http_server.h"
 
 namespace k25::loadgen {
 namespace {
 
-using tcp = net::ip::tcp;
+using test_http::chunked;
+using test_http::ScriptedServer;
 
-std::string chunked(const std::vector<std::string>& pieces) {
-  std::string out =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
-  for (const std::string& p : pieces) {
-    char size[16];
-    std::snprintf(size, sizeof size, "%zx\r\n", p.size());
-    out += size + p + "\r\n";
-  }
-  return out + "0\r\n\r\n";
-}
+using tcp = net::ip::tcp;
 
 std::string text_event(const std::string& text) {
   return "data: " + nlohmann::json{{"choices", {{{"text", text}, {"index", 0}}}}}.dump() + "\n\n";
@@ -34,72 +26,6 @@ std::string text_event(const std::string& text) {
 
 const std::string kUsage =
     "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":3}}\n\n";
-
-// Answers connection i with responses[min(i, last)], one connection at a time; keeps requests.
-class ScriptedServer {
- public:
-  explicit ScriptedServer(std::vector<std::string> responses)
-      : responses_(std::move(responses)),
-        acceptor_(ioc_, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0)) {
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~ScriptedServer() {
-    stop_ = true;
-    beast::error_code ec;
-    // Wake the blocking accept with a connection of our own.
-    net::io_context wake;
-    tcp::socket s(wake);
-    s.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"), port()), ec);
-    thread_.join();
-  }
-  int port() const { return acceptor_.local_endpoint().port(); }
-  std::vector<std::string> requests() {
-    std::lock_guard lock(mutex_);
-    return requests_;
-  }
-
- private:
-  void serve() {
-    for (size_t i = 0;; ++i) {
-      tcp::socket socket(ioc_);
-      beast::error_code ec;
-      acceptor_.accept(socket, ec);
-      if (stop_ || ec) return;
-      std::string request;
-      char buffer[4096];
-      // Headers, then the body by Content-Length.
-      size_t header_end = std::string::npos, length = 0;
-      while (header_end == std::string::npos || request.size() < header_end + 4 + length) {
-        size_t n = socket.read_some(net::buffer(buffer), ec);
-        if (ec) break;
-        request.append(buffer, n);
-        if (header_end == std::string::npos) {
-          header_end = request.find("\r\n\r\n");
-          if (header_end != std::string::npos) {
-            std::string lower = request.substr(0, header_end);
-            for (char& c : lower) c = static_cast<char>(std::tolower(c));
-            size_t at = lower.find("content-length:");
-            if (at != std::string::npos) length = std::stoul(lower.substr(at + 15));
-          }
-        }
-      }
-      {
-        std::lock_guard lock(mutex_);
-        requests_.push_back(request);
-      }
-      net::write(socket, net::buffer(responses_[std::min(i, responses_.size() - 1)]), ec);
-      socket.shutdown(tcp::socket::shutdown_both, ec);
-    }
-  }
-
-  std::vector<std::string> responses_;
-  net::io_context ioc_;
-  tcp::acceptor acceptor_;
-  std::thread thread_;
-  std::atomic<bool> stop_{false};
-  std::mutex mutex_;
-  std::vector<std::string> requests_;
-};
 
 std::vector<PreparedRequest> requests(int n) {
   std::vector<PreparedRequest> out;

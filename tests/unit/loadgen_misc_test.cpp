@@ -32,25 +32,6 @@ TEST(LoadgenRss, SamplesThisProcess) {
   EXPECT_THROW(RssSampler(-5), Error);
 }
 
-TEST(LoadgenEndpoint, ParsesUrls) {
-  Endpoint e = Endpoint::parse("http://127.0.0.1:8080");
-  EXPECT_EQ(e.host, "127.0.0.1");
-  EXPECT_EQ(e.port, "8080");
-  EXPECT_EQ(e.prefix, "");
-  e = Endpoint::parse("http://localhost/api/");
-  EXPECT_EQ(e.host, "localhost");
-  EXPECT_EQ(e.port, "80");
-  EXPECT_EQ(e.prefix, "/api");
-  EXPECT_EQ(Endpoint::parse("http://h:1/v1").prefix, "");
-  EXPECT_EQ(Endpoint::parse("http://h:1/proxy/v1/").prefix, "/proxy");
-  e = Endpoint::parse("http://[::1]:9000/x");
-  EXPECT_EQ(e.host, "::1");
-  EXPECT_EQ(e.port, "9000");
-  EXPECT_THROW(Endpoint::parse("https://host"), Error);
-  EXPECT_THROW(Endpoint::parse("http://:80"), Error);
-  EXPECT_THROW(Endpoint::parse("http://host:8o"), Error);
-}
-
 TEST(LoadgenProgress, Text) {
   ProgressState s{3, 8, 4, 1, 2.5};
   EXPECT_EQ(progress_text(s, 8), "[###.....] 3/8 done, 4 running, 1 errors, 2.5 s");

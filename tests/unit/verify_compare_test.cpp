@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "server/upstream.h"
 #include "verify/compare.h"
 
 namespace k25::verify {
@@ -120,21 +119,6 @@ TEST(VerifyCompare, RejectsAnswersWithoutLogprobs) {
   EXPECT_THROW(parse_completion(json::parse(
                    R"({"choices":[{"logprobs":{"tokens":["a"],"token_logprobs":[]}}]})")),
                Error);
-}
-
-TEST(VerifyCompare, UpstreamUrlsAndTargets) {
-  UpstreamUrl u = parse_upstream_url("http://127.0.0.1:8081/v1/");
-  EXPECT_EQ(u.host, "127.0.0.1");
-  EXPECT_EQ(u.port, "8081");
-  EXPECT_EQ(u.prefix, "/v1");
-  EXPECT_EQ(upstream_target(u, "/v1/completions"), "/v1/completions");
-  EXPECT_EQ(upstream_target(u, "/generate"), "/v1/generate");
-  UpstreamUrl root = parse_upstream_url("http://example.com");
-  EXPECT_EQ(root.port, "80");
-  EXPECT_EQ(upstream_target(root, "/v1/chat/completions"), "/v1/chat/completions");
-  EXPECT_THROW(parse_upstream_url("https://example.com"), Error);
-  EXPECT_THROW(parse_upstream_url("http://:80"), Error);
-  EXPECT_THROW(parse_upstream_url("http://host:8x"), Error);
 }
 
 }  // namespace
