@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "engine/engine.h"
+#include "engine/engine_metrics.h"
+#include "flash/request_hints.h"
 #include "k25.h"
-#include "server/flash_headers.h"
-#include "server/metrics.h"
 
 namespace {
 
@@ -104,14 +104,12 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
     }
     k25::LatencySla sla = k25::LatencySla::Silver;
     if (request->latency_sla) {
-      std::string s = request->latency_sla;
-      if (s == "gold") {
-        sla = k25::LatencySla::Gold;
-      } else if (s == "bronze") {
-        sla = k25::LatencySla::Bronze;
-      } else if (s != "silver") {
-        k25::fail("k25_submit: latency_sla must be gold, silver or bronze, got '", s, "'");
+      std::optional<k25::LatencySla> given = k25::parse_latency_sla(request->latency_sla);
+      if (!given) {
+        k25::fail("k25_submit: latency_sla must be gold, silver or bronze, got '",
+                  request->latency_sla, "'");
       }
+      sla = *given;
     }
     r.priority = k25::sla_priority(sla);
     if (request->domain_hint && !k25::is_known_domain(request->domain_hint)) {

@@ -5,30 +5,6 @@
 
 namespace k25 {
 
-int sla_priority(LatencySla sla) {
-  switch (sla) {
-    case LatencySla::Gold:
-      return 100;
-    case LatencySla::Silver:
-      return 50;
-    case LatencySla::Bronze:
-      return 10;
-  }
-  return 50;
-}
-
-const char* sla_name(LatencySla sla) {
-  switch (sla) {
-    case LatencySla::Gold:
-      return "gold";
-    case LatencySla::Silver:
-      return "silver";
-    case LatencySla::Bronze:
-      return "bronze";
-  }
-  return "silver";
-}
-
 namespace {
 
 std::string_view trim(std::string_view s) {
@@ -82,13 +58,8 @@ FlashHints parse_flash_headers(
     hints.response_length = parse_length("x-response-length", *v);
   }
   if (auto v = header("x-latency-sla")) {
-    std::string_view sla = trim(*v);
-    if (sla == "gold") {
-      hints.sla = LatencySla::Gold;
-    } else if (sla == "silver") {
-      hints.sla = LatencySla::Silver;
-    } else if (sla == "bronze") {
-      hints.sla = LatencySla::Bronze;
+    if (std::optional<LatencySla> sla = parse_latency_sla(trim(*v))) {
+      hints.sla = *sla;
     } else {
       throw_bad_request(
           concat("x-latency-sla: expected gold, silver or bronze, got '", printable(*v), "'"),
@@ -109,10 +80,6 @@ FlashHints parse_flash_headers(
     hints.domain_given = true;
   }
   return hints;
-}
-
-bool is_known_domain(std::string_view domain) {
-  return domain == "default";
 }
 
 }  // namespace k25

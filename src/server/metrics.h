@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "engine/engine_stats.h"
+#include "engine/engine_metrics.h"
 
 namespace k25 {
 
@@ -22,8 +22,5 @@ class HttpMetrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (endpoint, status) → count
 };
-
-// The engine's part alone (also what k25_metrics() returns).
-std::string render_engine_metrics(const EngineStats& engine);
 
 }  // namespace k25
