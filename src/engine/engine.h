@@ -23,6 +23,7 @@
 #include "flash/adaptive_pruning.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
+#include "kv/prefix_restore.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
 #include "kv/redis_prefix_tier.h"
@@ -133,6 +134,20 @@ class Engine {
   void apply_cancellations();
   void expire_queued();
   void step();
+  // The phases of step(), in order.
+  struct ScheduledStep {
+    Clock::time_point now;
+    std::vector<Sequence*> live;  // the sequences the scheduler saw, indexed by its decision
+    StepDecision decision;
+  };
+  void advance_kv_tiers();     // L3: completions collected, restores ended, idle pages spilled
+  void map_cached_prefixes();  // queued prompts: cached pages mapped, L3 reads started
+  std::optional<ScheduledStep> schedule(Clock::time_point now);  // nullopt: nothing to schedule
+  void make_resident(const ScheduledStep& s);  // drops, preemptions, admissions, KV slots
+  void admit(Sequence& seq, Clock::time_point now);
+  // No task fits although sequences run: the top one fails (or ends at its length).
+  void handle_unschedulable(const std::vector<Sequence*>& live);
+  void run_tasks(const ScheduledStep& s);  // one forward call per compute plan
   // Feeds a finished step's time to the calibrator and applies the step cost it measures.
   void recalibrate(int n_tokens, double positions, double step_ms);
   void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
@@ -178,15 +193,14 @@ class Engine {
   // Ends the sequence's restore: the restored pages join the prefix cache and, unless the
   // sequence finished meanwhile, its page table; the rest is recomputed.
   void end_l3_restore(Sequence& seq);
+  // The first n_pages pages of the sequence's tokens and their chained keys.
+  PrefixRestore::Chain prefix_chain(const Sequence& seq, size_t n_pages) const;
   // Ends the restores whose reads completed or whose time is up.
   void collect_l3_restores(Clock::time_point now);
   void open_l3();
   std::unique_ptr<PrefixTier> open_disk_tier();  // null (with a warning) when it cannot open
   // Writes the full pages of a finished sequence to a shared tier at once (a no-op for the disk).
   void write_through(const Sequence& seq);
-  // Whether `seq` waits for the shared tier to say which of its pages [first_missing, n_pages)
-  // it holds: asks once per sequence, then until the answer or the tier's read_timeout().
-  bool probing_shared_tier(Sequence& seq, size_t first_missing, size_t n_pages);
   void publish_shared_stats(const SharedTierStats& s);
   // Offers the sequence's full pages computed by the full model to the prefix cache.
   void publish_prefix(Sequence& seq);

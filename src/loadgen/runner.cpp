@@ -4,6 +4,7 @@
 #include <deque>
 #include <nlohmann/json.hpp>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "loadgen/progress.h"
 #include "loadgen/sse_client.h"
@@ -47,10 +48,6 @@ std::vector<PreparedSession> prepare_sessions(const std::vector<PlannedSession>&
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
 
 // Permits handed to waiters in arrival order; 0 permits = unlimited.
 class AsyncSemaphore {

@@ -1,5 +1,6 @@
 #include "loadgen/sse_client.h"
 
+#include "core/clock.h"
 #include "loadgen/sse_parser.h"
 
 namespace k25::loadgen {
@@ -7,10 +8,6 @@ namespace k25::loadgen {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 std::optional<int> parse_retry_after(std::string_view value) {
   int seconds = 0;

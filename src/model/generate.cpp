@@ -4,17 +4,11 @@
 #include <chrono>
 #include <optional>
 
+#include "core/clock.h"
 #include "core/error.h"
 #include "model/grammar_sampling.h"
 
 namespace k25 {
-
-namespace {
-double ms_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-      .count();
-}
-}  // namespace
 
 double GenerateResult::prefill_tokens_per_second() const {
   return prefill_ms > 0 ? 1000.0 * prefill_tokens / prefill_ms : 0;
