@@ -6,6 +6,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "server/chat_template.h"
 #include "server/circuit_breaker.h"
 #include "server/config.h"
+#include "server/event_channel.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/ops_metrics.h"
@@ -27,6 +30,8 @@
 #include "server/warmup.h"
 
 namespace k25 {
+
+struct GenerationCall;
 
 struct RequestLog;
 
@@ -53,11 +58,26 @@ class Api {
 
  private:
   net::awaitable<void> route(HttpExchange& ex, const std::string& path, RequestLog& log);
+  // A generation request (api_generation.cpp): prepare (hints, body, prompt, fingerprint and
+  // plan) -> route (engine or fallback) -> submit its choices -> wait for the first event
+  // (with a fallback) -> answer, whole or streamed.
   net::awaitable<void> generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log);
+  // False when it answered already (a /generate request for a domain without a gate).
+  net::awaitable<bool> prepare_generation(GenerationCall& call);
+  net::awaitable<void> tokenise_prompt(GenerationCall& call, std::string& chat_text);
+  void submit_choices(GenerationCall& call, bool probe);  // throws ApiException when refused
+  // True when the request is answered (by the upstream) or its client left; otherwise `first`
+  // holds the engine's first event.
+  net::awaitable<bool> await_first_event(GenerationCall& call,
+                                         std::chrono::steady_clock::time_point submitted_at,
+                                         bool probe, std::optional<ChoiceEvent>& first);
+  net::awaitable<void> answer(GenerationCall& call, std::optional<ChoiceEvent>& first);
   net::awaitable<void> embeddings(HttpExchange& ex, RequestLog& log);  // api_embeddings.cpp
-  // Sends the request to the fallback upstream and its answer to the client. False when the
-  // upstream could not be reached: nothing was sent and the caller must answer.
-  net::awaitable<bool> serve_by_fallback(HttpExchange& ex, RequestLog& log);
+  // Sends the request to the fallback upstream and its answer to the client; `on_connected`
+  // runs once the upstream took it. False when the upstream could not be reached: nothing was
+  // sent and the caller must answer.
+  net::awaitable<bool> serve_by_fallback(HttpExchange& ex, RequestLog& log,
+                                         const std::function<void()>* on_connected = nullptr);
   // After start() succeeded: passes the upstream's answer on and accounts for it.
   net::awaitable<void> relay_fallback(HttpExchange& ex, UpstreamCall& call, RequestLog& log);
   net::awaitable<void> health(HttpExchange& ex);

@@ -11,6 +11,7 @@
 #include "server/event_channel.h"
 #include "server/first_token_watch.h"
 #include "server/flash_headers.h"
+#include "server/generation_call.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
 #include "server/response_stream.h"
@@ -143,62 +144,81 @@ void log_fallback_error(const std::string& id, const std::string& error) {
   std::cerr << json_text(line) + "\n";
 }
 
+// What every response of this request says about it (ids, model, fingerprint and plan).
+ResponseContext response_context(const GenerationCall& call, const std::string& model_name) {
+  ResponseContext ctx;
+  ctx.flavor = call.flavor;
+  ctx.id = call.log.id;
+  ctx.created = static_cast<int64_t>(std::time(nullptr));
+  ctx.model = model_name;
+  ctx.hints = call.hints;
+  ctx.flash_domain = call.flash.fingerprint.domain;
+  ctx.flash_level = call.flash.decision.level;
+  ctx.plan = call.flash.decision.plan;
+  ctx.compute_saved = call.flash.decision.compute_saved;
+  ctx.include_usage = call.parsed.include_usage;
+  ctx.prompt_tokens = call.n_prompt;
+  ctx.stop_sequences = call.parsed.stop;
+  return ctx;
+}
+
 }  // namespace
 
 net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, RequestLog& log) {
-  Engine& engine = serving_engine();
-  const HttpRequest& req = ex.request();
-  FlashHints hints;
+  GenerationCall call(ex, flavor, log, serving_engine());
+  if (!co_await prepare_generation(call)) co_return;
+  log.id = concat(response_id_prefix(flavor), next_response_id_++);
+
+  // R-CFG3: while the circuit is open the upstream answers; when it cannot be reached, the
+  // engine does, however slowly (a request is never dropped).
+  const auto submitted_at = std::chrono::steady_clock::now();
+  const CircuitBreaker::Route route =
+      breaker_ ? breaker_->route(submitted_at) : CircuitBreaker::Route::Engine;
+  if (route == CircuitBreaker::Route::Fallback && co_await serve_by_fallback(ex, log)) co_return;
+  const bool watch_first_token = breaker_ && route != CircuitBreaker::Route::Fallback;
+  const bool probe = route == CircuitBreaker::Route::Probe;
+  if (watch_first_token) call.request.progress = std::make_shared<std::atomic<int64_t>>(0);
+  log.served_by = "engine";
+
+  call.channel = std::make_shared<EventChannel>(co_await net::this_coro::executor,
+                                                static_cast<size_t>(config_.stream_buffer_bytes));
+  submit_choices(call, probe);
+  std::optional<ChoiceEvent> first;
+  if (watch_first_token && co_await await_first_event(call, submitted_at, probe, first)) co_return;
+  co_await answer(call, first);
+}
+
+net::awaitable<bool> Api::prepare_generation(GenerationCall& call) {
+  const HttpRequest& req = call.ex.request();
+  const ApiFlavor flavor = call.flavor;
+  RequestLog& log = call.log;
   if (config_.enable_header_passthrough) {
-    hints = parse_flash_headers([&](std::string_view name) { return header_value(req, name); });
+    call.hints =
+        parse_flash_headers([&](std::string_view name) { return header_value(req, name); });
   }
-  log.sla = sla_name(hints.sla);
-  log.domain = hints.domain;
-  if (!flash_->knows_domain(hints.domain)) {
-    std::string message = concat("x-domain-hint: no gate for domain '", hints.domain, "'");
+  log.sla = sla_name(call.hints.sla);
+  log.domain = call.hints.domain;
+  if (!flash_->knows_domain(call.hints.domain)) {
+    std::string message = concat("x-domain-hint: no gate for domain '", call.hints.domain, "'");
     if (flavor == ApiFlavor::Generate) {
       // The note's short form.
-      json body = {{"error", "gate not found"}, {"domain", hints.domain}, {"message", message}};
-      co_await ex.send(400, "application/json", json_text(body));
-      co_return;
+      json body = {
+          {"error", "gate not found"}, {"domain", call.hints.domain}, {"message", message}};
+      co_await call.ex.send(400, "application/json", json_text(body));
+      co_return false;
     }
     throw ApiException(status_error(400, message, "gate_not_found", "invalid_request_error"));
   }
-  ParsedRequest parsed = co_await prompt_workers_.run(req.body().size(), [&] {
+  call.parsed = co_await prompt_workers_.run(req.body().size(), [&] {
     return flavor == ApiFlavor::Messages ? parse_messages_body(req.body(), defaults_)
                                          : parse_request_body(flavor, req.body(), defaults_);
   });
-  const bool chat = flavor == ApiFlavor::Chat || flavor == ApiFlavor::Messages;
-
-  const Tokenizer& tokenizer = engine.model().tokenizer();
-  GenerationRequest request;
+  call.chat = flavor == ApiFlavor::Chat || flavor == ApiFlavor::Messages;
+  const ParsedRequest& parsed = call.parsed;
+  GenerationRequest& request = call.request;
   std::string chat_text;  // the rendered chat, fingerprinted like a prompt
-  if (parsed.prompt_ids) {
-    for (int64_t id : *parsed.prompt_ids) {
-      if (id < 0 || id >= tokenizer.n_vocab()) {
-        throw_bad_request(concat("prompt: ", id, " is not a token id (vocabulary size ",
-                                 tokenizer.n_vocab(), ")"),
-                          "prompt", "out_of_range");
-      }
-      request.prompt.push_back(static_cast<TokenId>(id));
-    }
-  } else if (chat) {
-    request.prompt = co_await prompt_workers_.run(req.body().size(),
-                                                  [&] { return chat_prompt(parsed, chat_text); });
-    request.stop_tokens = chat_template_->stop_tokens();
-    request.stop = chat_template_->stop_strings();
-  } else {
-    request.prompt = co_await prompt_workers_.run(
-        parsed.prompt.size(), [&] { return tokenizer.encode(parsed.prompt, true, true); });
-  }
-  const int n_prompt = static_cast<int>(request.prompt.size());
-  if (n_prompt == 0) throw_bad_request("the prompt has no tokens", "prompt", "invalid_value");
-  if (n_prompt >= engine.context_size()) {
-    throw_bad_request(concat("the prompt has ", n_prompt, " tokens; the context holds ",
-                             engine.context_size(), " including at least one generated token"),
-                      chat ? "messages" : "prompt", "context_length_exceeded");
-  }
-  request.max_tokens = resolve_max_tokens(parsed, defaults_, n_prompt);
+  co_await tokenise_prompt(call, chat_text);
+  request.max_tokens = resolve_max_tokens(parsed, defaults_, call.n_prompt);
   request.sampling = parsed.sampling;
   request.stop.insert(request.stop.end(), parsed.stop.begin(), parsed.stop.end());
   request.top_logprobs = parsed.top_logprobs;
@@ -208,7 +228,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (parsed.tools.forces_call()) {
     request.grammar = forced_tool_call_grammar(tool_call_format_, parsed.tools, parsed.tool_specs);
   }
-  request.priority = sla_priority(hints.sla);
+  request.priority = sla_priority(call.hints.sla);
   // R-KV4: the x-session-id header names the session for every endpoint and wins over the body.
   request.session_id = parsed.session_id;
   if (auto session = header_value(req, "x-session-id"); session && !session->empty()) {
@@ -222,57 +242,70 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   log.session_id = request.session_id;
   // R-FP/R-PR: fingerprint and compute plan, before the engine sees the request.
   FingerprintInput fingerprint_input;
-  fingerprint_input.prompt_text = chat ? chat_text : parsed.prompt;
-  fingerprint_input.prompt_tokens = n_prompt;
+  fingerprint_input.prompt_text = call.chat ? chat_text : parsed.prompt;
+  fingerprint_input.prompt_tokens = call.n_prompt;
   fingerprint_input.max_tokens = request.max_tokens;
-  fingerprint_input.response_length_hint = hints.response_length;
+  fingerprint_input.response_length_hint = call.hints.response_length;
   fingerprint_input.priority = request.priority;
-  fingerprint_input.domain_hint = hints.domain;
-  fingerprint_input.domain_given = hints.domain_given;
-  const FlashResult flash = flash_->plan(fingerprint_input, parsed.pruning_off);
-  request.plan = flash.decision.plan;
-  request.adaptive_pruning = config_.adaptive_pruning && flash.decision.level > 0;
+  fingerprint_input.domain_hint = call.hints.domain;
+  fingerprint_input.domain_given = call.hints.domain_given;
+  call.flash = flash_->plan(fingerprint_input, parsed.pruning_off);
+  request.plan = call.flash.decision.plan;
+  request.adaptive_pruning = config_.adaptive_pruning && call.flash.decision.level > 0;
   request.speculative = parsed.speculative.value_or(
       parse_speculative_mode(config_.speculative).value_or(SpeculativeMode::kOff));
-  log.domain = flash.fingerprint.domain;
-  log.flash_level = flash.decision.level;
-  const uint64_t response_id = next_response_id_++;
-  log.id = concat(response_id_prefix(flavor), response_id);
+  log.domain = call.flash.fingerprint.domain;
+  log.flash_level = call.flash.decision.level;
+  co_return true;
+}
 
-  // R-CFG3: while the circuit is open the upstream answers; when it cannot be reached, the
-  // engine does, however slowly (a request is never dropped).
-  const auto submitted_at = std::chrono::steady_clock::now();
-  CircuitBreaker::Route route =
-      breaker_ ? breaker_->route(submitted_at) : CircuitBreaker::Route::Engine;
-  if (route == CircuitBreaker::Route::Fallback) {
-    if (co_await serve_by_fallback(ex, log)) co_return;
+net::awaitable<void> Api::tokenise_prompt(GenerationCall& call, std::string& chat_text) {
+  const ParsedRequest& parsed = call.parsed;
+  const Tokenizer& tokenizer = call.engine.model().tokenizer();
+  std::vector<TokenId>& prompt = call.request.prompt;
+  const size_t body_bytes = call.ex.request().body().size();
+  if (parsed.prompt_ids) {
+    for (int64_t id : *parsed.prompt_ids) {
+      if (id < 0 || id >= tokenizer.n_vocab()) {
+        throw_bad_request(concat("prompt: ", id, " is not a token id (vocabulary size ",
+                                 tokenizer.n_vocab(), ")"),
+                          "prompt", "out_of_range");
+      }
+      prompt.push_back(static_cast<TokenId>(id));
+    }
+  } else if (call.chat) {
+    prompt =
+        co_await prompt_workers_.run(body_bytes, [&] { return chat_prompt(parsed, chat_text); });
+    call.request.stop_tokens = chat_template_->stop_tokens();
+    call.request.stop = chat_template_->stop_strings();
+  } else {
+    prompt = co_await prompt_workers_.run(
+        parsed.prompt.size(), [&] { return tokenizer.encode(parsed.prompt, true, true); });
   }
-  const bool watch_first_token = breaker_ && route != CircuitBreaker::Route::Fallback;
-  const bool probe = route == CircuitBreaker::Route::Probe;
-  if (watch_first_token) request.progress = std::make_shared<std::atomic<int64_t>>(0);
-  log.served_by = "engine";
+  call.n_prompt = static_cast<int>(prompt.size());
+  if (call.n_prompt == 0) throw_bad_request("the prompt has no tokens", "prompt", "invalid_value");
+  if (call.n_prompt >= call.engine.context_size()) {
+    throw_bad_request(concat("the prompt has ", call.n_prompt, " tokens; the context holds ",
+                             call.engine.context_size(), " including at least one generated token"),
+                      call.chat ? "messages" : "prompt", "context_length_exceeded");
+  }
+}
 
+void Api::submit_choices(GenerationCall& call, bool probe) {
   // OpenAI's n: n engine requests of the same prompt (the prefix cache shares its KV once one
   // of them has computed it). With a seed, choice i samples with seed + i.
-  const int n_choices = parsed.n;
-  auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor,
-                                                static_cast<size_t>(config_.stream_buffer_bytes));
-  std::vector<RequestId> ids;
-  // A lambda, not a range-for in the coroutine body: GCC 12 mishandles those in coroutine frames.
-  auto cancel_all_choices = [&] {
-    for (RequestId id : ids) engine.cancel(id);
-  };
   std::optional<ApiError> refused;
-  for (int i = 0; i < n_choices && !refused; ++i) {
-    GenerationRequest choice_request = request;
-    if (i > 0 && request.sampling.seed) {
-      choice_request.sampling.seed = *request.sampling.seed + static_cast<uint64_t>(i);
+  for (int i = 0; i < call.parsed.n && !refused; ++i) {
+    GenerationRequest choice_request = call.request;
+    if (i > 0 && call.request.sampling.seed) {
+      choice_request.sampling.seed = *call.request.sampling.seed + static_cast<uint64_t>(i);
     }
-    SubmitResult submitted = engine.submit(
-        std::move(choice_request), [channel, i](const GenerationEvent& e) { channel->push(i, e); });
+    SubmitResult submitted = call.engine.submit(
+        std::move(choice_request),
+        [channel = call.channel, i](const GenerationEvent& e) { channel->push(i, e); });
     switch (submitted.status) {
       case SubmitStatus::Accepted:
-        ids.push_back(submitted.id);
+        call.ids.push_back(submitted.id);
         break;
       case SubmitStatus::QueueFull:
         refused = status_error(429, submitted.message, "queue_full", "rate_limit_error",
@@ -290,89 +323,61 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   }
   if (refused) {
     if (probe) breaker_->on_probe_abandoned(std::chrono::steady_clock::now());
-    cancel_all_choices();
+    call.cancel_all();
     throw ApiException(*refused);
   }
-  log.request_id = ids.front();
+  call.log.request_id = call.ids.front();
   // A client that stops reading: the engine stops working for it (see slow_reader_error).
-  channel->on_overflow([&engine, ids] {
+  call.channel->on_overflow([&engine = call.engine, ids = call.ids] {
     for (RequestId id : ids) engine.cancel(id);
   });
+}
 
-  ResponseContext ctx;
-  ctx.flavor = flavor;
-  ctx.id = log.id;
-  ctx.created = static_cast<int64_t>(std::time(nullptr));
-  ctx.model = model_name_;
-  ctx.hints = hints;
-  ctx.flash_domain = flash.fingerprint.domain;
-  ctx.flash_level = flash.decision.level;
-  ctx.plan = flash.decision.plan;
-  ctx.compute_saved = flash.decision.compute_saved;
-  ctx.include_usage = parsed.include_usage;
-  ctx.prompt_tokens = n_prompt;
-  ctx.stop_sequences = parsed.stop;
+net::awaitable<bool> Api::await_first_event(GenerationCall& call,
+                                            std::chrono::steady_clock::time_point submitted_at,
+                                            bool probe, std::optional<ChoiceEvent>& first) {
+  // The first event (token or finish), or the request times out: fallback.timeout_ms without
+  // the engine computing any of it (server/first_token_watch.h).
+  FirstTokenWatch watch(submitted_at, std::chrono::milliseconds(config_.fallback_timeout_ms),
+                        call.request.progress);
+  for (auto now = std::chrono::steady_clock::now();
+       !first && !call.client_gone && now < watch.deadline(now);
+       now = std::chrono::steady_clock::now()) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(watch.deadline(now) - now);
+    first = co_await call.channel->next(std::min(left, kClientCheckInterval));
+    call.check_client(kClientCheckInterval);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (call.client_gone) {
+    if (probe) breaker_->on_probe_abandoned(now);
+    co_return true;  // cancelled; nobody to answer
+  }
+  if (first && !engine_failed(first->event)) {
+    breaker_->on_success(probe);
+    co_return false;
+  }
+  breaker_->on_failure(probe, now);
+  if (!first) {
+    ++fallback_counters_.timeouts;
+    call.log.timed_out = true;
+  }
+  // Hand the request to the upstream. The engine keeps it until the upstream has answered, so
+  // when the upstream cannot be reached the engine's late answer (or error) still goes out.
+  const std::function<void()> cancel_choices = [&call] { call.cancel_all(); };
+  co_return co_await serve_by_fallback(call.ex, call.log, &cancel_choices);
+}
+
+net::awaitable<void> Api::answer(GenerationCall& call, std::optional<ChoiceEvent>& first) {
+  const ParsedRequest& parsed = call.parsed;
+  HttpExchange& ex = call.ex;
+  const int n_choices = parsed.n;
+  const Tokenizer& tokenizer = call.engine.model().tokenizer();
+  const ResponseContext ctx = response_context(call, model_name_);
 
   GenerationOutcome blank;
   blank.want_logprobs = parsed.top_logprobs >= 0;
-  blank.prompt_tokens = n_prompt;
+  blank.prompt_tokens = call.n_prompt;
   std::vector<GenerationOutcome> outcomes(static_cast<size_t>(n_choices), blank);
-  bool client_gone = false;
-  auto cancel_for_gone_client = [&] {
-    if (!client_gone) cancel_all_choices();
-    client_gone = true;
-    ex.close_after();
-  };
-  // Looks at the client at most every kClientCheckInterval, whether events flow or not.
-  auto next_client_check = std::chrono::steady_clock::now();
-  auto check_client = [&] {
-    const auto now = std::chrono::steady_clock::now();
-    if (client_gone || now < next_client_check) return;
-    next_client_check = now + kClientCheckInterval;
-    if (ex.peer_closed()) cancel_for_gone_client();
-  };
-
-  // The first event (token or finish), or the request times out: fallback.timeout_ms without
-  // the engine computing any of it (server/first_token_watch.h).
-  std::optional<ChoiceEvent> first;
-  if (watch_first_token) {
-    FirstTokenWatch watch(submitted_at, std::chrono::milliseconds(config_.fallback_timeout_ms),
-                          request.progress);
-    for (auto now = std::chrono::steady_clock::now();
-         !first && !client_gone && now < watch.deadline(now);
-         now = std::chrono::steady_clock::now()) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(watch.deadline(now) - now);
-      first = co_await channel->next(std::min(left, kClientCheckInterval));
-      check_client();
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (client_gone) {
-      if (probe) breaker_->on_probe_abandoned(now);
-      co_return;  // cancelled; nobody to answer
-    }
-    if (first && !engine_failed(first->event)) {
-      breaker_->on_success(probe);
-    } else {
-      breaker_->on_failure(probe, now);
-      if (!first) {
-        ++fallback_counters_.timeouts;
-        log.timed_out = true;
-      }
-      // Hand the request to the upstream. The engine keeps it until the upstream has answered,
-      // so when the upstream cannot be reached the engine's late answer (or error) still goes
-      // out.
-      auto executor = co_await net::this_coro::executor;
-      UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
-      std::string error;
-      if (co_await call.start(upstream_, req, error)) {
-        cancel_all_choices();
-        co_await relay_fallback(ex, call, log);
-        co_return;
-      }
-      ++fallback_counters_.upstream_errors;
-      log_fallback_error(log.id, error);
-    }
-  }
 
   // Text goes out as soon as it is final; the logprobs of tokens whose text is still held back
   // travel with the next chunk that has text. Choices interleave as their tokens come.
@@ -391,15 +396,15 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   std::optional<ApiError> failure;
   std::optional<FinishReason> failed_as;
   for (int open = n_choices; open > 0 && !failure;) {
-    if (!ok && !client_gone) cancel_for_gone_client();
+    if (!ok && !call.client_gone) call.client_left();
     std::optional<ChoiceEvent> next;
     if (first) {
       next.swap(first);
     } else {
-      next = co_await channel->next(kClientCheckInterval);
-      check_client();
+      next = co_await call.channel->next(kClientCheckInterval);
+      call.check_client(kClientCheckInterval);
     }
-    if (!next && channel->overflowed()) {
+    if (!next && call.channel->overflowed()) {
       failure = slow_reader_error(config_.stream_buffer_bytes, config_.retry_after_s);
       failed_as = FinishReason::Cancelled;
     }
@@ -413,7 +418,7 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     if (event.kind == GenerationEvent::Kind::Token) {
       outcome.text += event.text;
       const std::string text = tool_stream ? tool_stream->push(event.text) : event.text;
-      if (parsed.stream && !text.empty() && !client_gone) {
+      if (parsed.stream && !text.empty() && !call.client_gone) {
         std::string chunk =
             stream_text(ctx, index, text, outcome.want_logprobs ? &pending : nullptr);
         pending.clear();
@@ -424,10 +429,10 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
     --open;
     fill_outcome(outcome, event);
     outcome.logprobs = parsed.stream ? std::vector<TokenLogprobEntry>() : std::move(pending);
-    flash_->record_finished(flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
-    failure = failure_of(flavor, event, config_.retry_after_s);
+    flash_->record_finished(call.flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
+    failure = failure_of(call.flavor, event, config_.retry_after_s);
     if (failure) failed_as = event.finish_reason;
-    if (failure || !parsed.stream || client_gone) continue;
+    if (failure || !parsed.stream || call.client_gone) continue;
     std::string text = tool_stream ? tool_stream->push(event.text) : event.text;
     std::string calls;
     if (tool_stream) {
@@ -443,13 +448,13 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
         stream_choice_end(ctx, index, outcome);
     ok = co_await ex.send_chunk(tail);
   }
-  log_outcome(log, summed_usage(outcomes), outcomes.front());
+  log_outcome(call.log, summed_usage(outcomes), outcomes.front());
   if (failure) {
-    cancel_all_choices();  // the other choices are of no use without this one
-    log.error = failure->message;
-    log.finish_reason = finish_reason_name(*failed_as);
+    call.cancel_all();  // the other choices are of no use without this one
+    call.log.error = failure->message;
+    call.log.finish_reason = finish_reason_name(*failed_as);
   }
-  if (client_gone) co_return;  // nobody to answer
+  if (call.client_gone) co_return;  // nobody to answer
   if (!parsed.stream) {
     if (failure) throw ApiException(*failure);
     if (parsed.tools.parses_calls()) {
@@ -467,7 +472,8 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (ok) co_await ex.end_stream();
 }
 
-net::awaitable<bool> Api::serve_by_fallback(HttpExchange& ex, RequestLog& log) {
+net::awaitable<bool> Api::serve_by_fallback(HttpExchange& ex, RequestLog& log,
+                                            const std::function<void()>* on_connected) {
   auto executor = co_await net::this_coro::executor;
   UpstreamCall call(executor, std::chrono::seconds(config_.read_timeout_s));
   std::string error;
@@ -476,6 +482,7 @@ net::awaitable<bool> Api::serve_by_fallback(HttpExchange& ex, RequestLog& log) {
     log_fallback_error(log.id, error);
     co_return false;
   }
+  if (on_connected) (*on_connected)();
   co_await relay_fallback(ex, call, log);
   co_return true;
 }
