@@ -18,7 +18,8 @@ usage: bench/sessions.sh [--bin DIR] [--peer DIR] [--out DIR] [--sessions N] [--
                          [--l3-idle-s S]   (k25's l3_idle_seconds; default: the server's, 60)
                          [--k25-l2-mb MB]  (k25's constrained L2; default: the peer's cache)
                          [--kv-dtype f32|f16] (k25's KV element type; default: the server's)
-                         [--runs LIST]     (of full,l3,peer,restart; default: all)
+                         [--runs LIST]     (of full,l3,l3-noprefetch,peer,restart;
+                                            default: full,l3,peer,restart)
 USAGE
 }
 
@@ -118,6 +119,15 @@ if wants l3; then
   curl -s "http://127.0.0.1:$port/metrics" | grep -E '^flash_l[23]_|^flash_prefix|^k25_kv_pages' || true
   stop
 fi
+if wants l3-noprefetch; then
+  echo "-- k25, L2 ${k25_l2_mb} MiB + L3, session prefetch off (--l3-prefetcher none)"
+  rm -rf "$l3"; mkdir -p "$l3"
+  start_k25 k25-sessions-l3-noprefetch.log "$k25_l2_mb" --l3-enabled true --l3-device "$l3" \
+    --l3-prefetcher none "${idle[@]}"
+  bench k25-sessions-l3-noprefetch "http://127.0.0.1:$port" "$pid" "$turns"
+  curl -s "http://127.0.0.1:$port/metrics" | grep -E '^flash_l[23]_|^flash_prefix|^k25_kv_pages' || true
+  stop
+fi
 if [[ $have_peer == 1 ]] && wants peer; then
   echo "-- llama.cpp, --cache-ram ${l2_mb}"
   start_peer peer-sessions.log
@@ -160,7 +170,7 @@ def row(name, cls):
             "rss_mib": d["server_memory"]["peak_rss_bytes"] / 2**20}
 print("| run | follow-up TTFT p50 ms | req/s | peak RSS MiB |\n|---|---|---|---|")
 rows = {}
-for name in ["k25-sessions-full", "k25-sessions-l3", "peer-sessions"]:
+for name in ["k25-sessions-full", "k25-sessions-l3", "k25-sessions-l3-noprefetch", "peer-sessions"]:
     r = row(name, "follow_up")
     if r:
         rows[name] = r
@@ -177,6 +187,10 @@ if k and p:
 f = rows.get("k25-sessions-full")
 if k and f:
     print(f"k25 L2 {'constrained'} vs everything in L2: req/s {k['req_s'] / f['req_s']:.2f} (goal >= 0.8)")
+k, n = rows.get("k25-sessions-l3"), rows.get("k25-sessions-l3-noprefetch")
+if k and n:
+    print(f"session prefetch on/off: follow-up TTFT p50 {k['ttft_p50'] / n['ttft_p50']:.3f}, "
+          f"req/s {k['req_s'] / n['req_s']:.2f}, peak RSS {k['rss_mib'] / n['rss_mib']:.2f}")
 k, p = rows.get("k25-restart-after"), rows.get("peer-restart-after")
 if k and p:
     print(f"after restart, k25/peer TTFT p50: {k['ttft_p50'] / p['ttft_p50']:.3f} (goal <= 0.2)")

@@ -174,6 +174,7 @@ int run(const k25::ServerConfig& config) {
         options.l3_content_tag = model_file_tag(config.model_path);
         options.l3_idle_seconds = config.l3_idle_seconds;
       }
+      options.l3_session_prefetch = config.l3_prefetcher == "lru-k";
       configure_shared_tier(config, options);
       engine = std::make_unique<k25::Engine>(*model, options);
       if (!config.warmup.empty()) {

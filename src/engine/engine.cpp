@@ -106,6 +106,7 @@ Engine::Engine(Model& model, EngineOptions options)
 Engine::~Engine() {
   shutdown();
   if (l3_) {
+    end_session_fetches(Clock::now(), true);  // their pages join the prefix cache
     // Everything still cached goes to L3 too, so a restarted engine finds it (R-KV4).
     // Bounded in flight: each write holds a staging copy of its page until it completes.
     prefix_->for_each_page([this](const CachedPage& page) {
@@ -269,9 +270,10 @@ void Engine::wait_for_work() {
   auto interrupted = [&] { return stopping_ || cancel_everything_ || !cancel_requests_.empty(); };
   if (seqs_.empty()) {
     const auto woken = [&] { return interrupted() || !submitted_.empty(); };
-    if (l3_ && options_.l3_idle_seconds > 0) {
-      // Idle, but cached KV may go quiet and move to L3: a step (with no sequence) does that.
-      if (!wake_.wait_for(lock, idle_spill_interval(), woken)) return;
+    if (l3_ && (options_.l3_idle_seconds > 0 || session_prefetcher_)) {
+      // Idle, but cached KV may go quiet and move to L3, and hot sessions come back: a step
+      // (with no sequence) spills the one and prefetches the other.
+      if (!wake_.wait_for(lock, idle_wait(), woken)) return;
     } else {
       wake_.wait(lock, woken);
     }
@@ -281,6 +283,20 @@ void Engine::wait_for_work() {
       return interrupted() || static_cast<int>(submitted_.size()) >= options_.max_batch_size;
     });
   }
+}
+
+Engine::Clock::duration Engine::idle_wait() const {
+  Clock::duration wait =
+      options_.l3_idle_seconds > 0 ? idle_spill_interval() : std::chrono::seconds(1);
+  if (!session_fetches_.empty())
+    return std::min<Clock::duration>(wait, std::chrono::milliseconds(2));
+  if (session_prefetcher_) {
+    if (std::optional<Clock::time_point> due = session_prefetcher_->next_due(prefetch_lead())) {
+      wait =
+          std::min(wait, std::max<Clock::duration>(*due - Clock::now(), Clock::duration::zero()));
+    }
+  }
+  return wait;
 }
 
 void Engine::take_submissions() {

@@ -23,10 +23,11 @@
 #include "flash/adaptive_pruning.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
-#include "kv/prefix_restore.h"
 #include "kv/paged_kv_cache.h"
 #include "kv/prefix_cache.h"
+#include "kv/prefix_restore.h"
 #include "kv/redis_prefix_tier.h"
+#include "kv/session_prefetcher.h"
 #include "model/grammar_vocabulary.h"
 #include "model/model.h"
 
@@ -63,6 +64,9 @@ struct EngineOptions {
   // Cached pages that no request has used for this long move from L2 to L3 (R-KV2: a session
   // gone quiet gives its RAM back). <= 0: only when L2 needs room.
   double l3_idle_seconds = 60;
+  // With L3: sessions whose turns came 3 times have their pages read back from L3 into free L2
+  // shortly before their predicted next turn (kv/session_prefetcher.h; l3_prefetcher: lru-k).
+  bool l3_session_prefetch = true;
   // What the L3 tier is (flash_scheduler.l3_backend): the disk at l3_path, a Redis shared by
   // replicas (kv/redis_prefix_tier.h), or both, the disk in front. With Redis, `redis` says where
   // (its kv_namespace is filled in by the engine from shared_weights_hash and the KV geometry).
@@ -193,6 +197,20 @@ class Engine {
   // Ends the sequence's restore: the restored pages join the prefix cache and, unless the
   // sequence finished meanwhile, its page table; the rest is recomputed.
   void end_l3_restore(Sequence& seq);
+  // Session prefetch (R-KV3): a finished turn of a session is recorded; hot sessions' pages are
+  // read back from L3 into free L2 pages prefetch_lead() before their predicted next turn.
+  struct SessionFetch {
+    SessionPrefetcher::Chain chain;  // owns the keys and tokens the restore points into
+    std::optional<PrefixRestore> restore;
+  };
+  void record_session_turn(const Sequence& seq);
+  void prefetch_sessions(Clock::time_point now);
+  // Ends the fetches whose reads are done (all of them with `all`, at shutdown).
+  void end_session_fetches(Clock::time_point now, bool all);
+  bool page_being_fetched(uint64_t key) const;
+  Clock::duration prefetch_lead() const;
+  // How long an idle engine thread sleeps before a step of its own (spills, prefetches).
+  Clock::duration idle_wait() const;
   // The first n_pages pages of the sequence's tokens and their chained keys.
   PrefixRestore::Chain prefix_chain(const Sequence& seq, size_t n_pages) const;
   // Ends the restores whose reads completed or whose time is up.
@@ -224,7 +242,9 @@ class Engine {
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<L1WindowKvCache> l1_;  // null when off; after kv_ (it writes through to it)
   std::unique_ptr<PrefixCache> prefix_;  // null when options_.prefix_cache is off; after kv_
-  std::unique_ptr<PrefixTier> l3_;       // null without L3; after prefix_ (saves its pages)
+  std::optional<SessionPrefetcher> session_prefetcher_;  // with L3 and l3_session_prefetch
+  std::vector<SessionFetch> session_fetches_;
+  std::unique_ptr<PrefixTier> l3_;  // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;
 
   mutable std::mutex mutex_;  // guards the fields below up to the thread

@@ -38,7 +38,9 @@ void Engine::open_l3() {
   } else {
     l3_ = disk ? std::move(disk) : std::move(shared);
   }
-  if (l3_) prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
+  if (!l3_) return;
+  prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
+  if (options_.l3_session_prefetch) session_prefetcher_.emplace();
 }
 
 std::unique_ptr<PrefixTier> Engine::open_disk_tier() {
@@ -82,6 +84,9 @@ void Engine::drop_kv(Sequence& seq, bool preempted) {
     }
   }
   if (!preempted && l3_ && !seq.plan()) write_through(seq);
+  if (!preempted && session_prefetcher_ && !seq.request.session_id.empty()) {
+    record_session_turn(seq);
+  }
   forward_cache().clear(seq.kv_id);  // through L1, whose ring must go too
   free_kv_ids_.push_back(seq.kv_id);
   seq.kv_id = -1;
@@ -151,6 +156,10 @@ void Engine::reuse_prefix(Sequence& seq, bool may_read_l3) {
   if (l3_ && pages.size() < n_pages &&
       seq.probe.pending(*l3_, seq.prefix_keys.data(), pages.size(), n_pages)) {
     seq.awaiting_l3 = true;  // not scheduled until the shared tier answers (or times out)
+    return;
+  }
+  if (pages.size() < n_pages && page_being_fetched(seq.prefix_keys[pages.size()])) {
+    seq.awaiting_l3 = true;  // a session prefetch is reading it: wait for that, not read twice
     return;
   }
   if (l3_ && pages.size() < n_pages && l3_->contains(seq.prefix_keys[pages.size()])) {
@@ -246,7 +255,80 @@ int Engine::pages_shared_with_others(const Sequence& seq) const {
 void Engine::advance_kv_tiers() {
   l3_->poll();
   collect_l3_restores(Clock::now());
+  if (session_prefetcher_) prefetch_sessions(Clock::now());
   spill_idle_pages(Clock::now());
+}
+
+void Engine::record_session_turn(const Sequence& seq) {
+  const size_t n_pages =
+      seq.plan() ? 0
+                 : std::min(seq.prefix_keys.size(),
+                            static_cast<size_t>(seq.full_model_computed / options_.kv_page_tokens));
+  SessionPrefetcher::Chain chain;
+  chain.keys.assign(seq.prefix_keys.begin(), seq.prefix_keys.begin() + n_pages);
+  chain.tokens.assign(seq.tokens.begin(),
+                      seq.tokens.begin() + n_pages * static_cast<size_t>(options_.kv_page_tokens));
+  session_prefetcher_->record(std::hash<std::string>{}(seq.request.session_id), seq.submitted,
+                              std::move(chain));
+}
+
+Engine::Clock::duration Engine::prefetch_lead() const {
+  // Early enough for a chain's reads; within the idle time, or the pages would be spilled again
+  // before the turn comes.
+  const Clock::duration lead = std::chrono::milliseconds(500);
+  return options_.l3_idle_seconds > 0 ? std::min(lead, l3_idle() / 2) : lead;
+}
+
+bool Engine::page_being_fetched(uint64_t key) const {
+  for (const SessionFetch& fetch : session_fetches_) {
+    if (std::find(fetch.chain.keys.begin(), fetch.chain.keys.end(), key) !=
+        fetch.chain.keys.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void Engine::prefetch_sessions(const Clock::time_point now) {
+  end_session_fetches(now, false);
+  PagePool& pool = kv_->pool();
+  for (const SessionPrefetcher::Chain* due : session_prefetcher_->due(now, prefetch_lead())) {
+    const size_t n_pages = due->keys.size();
+    std::vector<PageId> l2_pages = prefix_->lookup(due->keys.data(), n_pages, due->tokens.data());
+    const size_t first_missing = l2_pages.size();
+    if (first_missing == n_pages || !l3_->contains(due->keys[first_missing]) ||
+        page_being_fetched(due->keys[first_missing])) {
+      continue;
+    }
+    // Free pages only, and never the last eighth of the pool: a prefetch must not take memory
+    // that running requests need, nor evict what others cached.
+    if (pool.pages_free() < n_pages - first_missing + pool.pages_total() / 8) {
+      ++stats_.l3_prefetch_skipped;
+      continue;
+    }
+    SessionFetch fetch{*due, std::nullopt};
+    const PrefixRestore::Chain chain{fetch.chain.keys.data(), fetch.chain.tokens.data(), n_pages,
+                                     options_.kv_page_tokens};
+    fetch.restore = PrefixRestore::begin(*l3_, *prefix_, pool, chain, std::move(l2_pages), false);
+    if (!fetch.restore) continue;
+    ++stats_.l3_prefetches;
+    session_fetches_.push_back(std::move(fetch));  // the chain's buffers move with it
+  }
+}
+
+void Engine::end_session_fetches(const Clock::time_point now, bool all) {
+  for (auto it = session_fetches_.begin(); it != session_fetches_.end();) {
+    if (!all && !it->restore->ready(*l3_, now)) {
+      ++it;
+      continue;
+    }
+    const PrefixRestore::Chain chain{it->chain.keys.data(), it->chain.tokens.data(),
+                                     it->chain.keys.size(), options_.kv_page_tokens};
+    const PrefixRestore::Outcome outcome =
+        it->restore->end(*l3_, *prefix_, kv_->pool(), chain, true, nullptr);
+    stats_.l3_prefetched_pages += outcome.from_disk + outcome.from_shared;
+    it = session_fetches_.erase(it);
+  }
 }
 
 void Engine::map_cached_prefixes() {

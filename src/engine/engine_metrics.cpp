@@ -157,6 +157,15 @@ std::string render_engine_metrics(const EngineStats& e) {
   prometheus_header(out, "flash_l3_idle_evictions_total", "counter",
                     "Cached pages moved from L2 to L3 after l3_idle_seconds without use.");
   out << "flash_l3_idle_evictions_total " << e.l3_idle_spills.load() << '\n';
+  prometheus_header(out, "flash_l3_prefetches_total", "counter",
+                    "Hot sessions whose pages were read back from L3 ahead of their next turn.");
+  out << "flash_l3_prefetches_total " << e.l3_prefetches.load() << '\n';
+  prometheus_header(out, "flash_l3_prefetched_pages_total", "counter",
+                    "Pages the session prefetches read back from L3 into L2.");
+  out << "flash_l3_prefetched_pages_total " << e.l3_prefetched_pages.load() << '\n';
+  prometheus_header(out, "flash_l3_prefetch_skipped_total", "counter",
+                    "Session prefetches not started: too few free L2 pages.");
+  out << "flash_l3_prefetch_skipped_total " << e.l3_prefetch_skipped.load() << '\n';
   prometheus_header(
       out, "flash_l3_spill_failures_total", "counter",
       "L3 writes that failed (full disk, I/O error); those pages are recomputed when needed.");

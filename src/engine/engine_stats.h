@@ -73,6 +73,11 @@ struct EngineStats {
   std::atomic<uint64_t> l3_restores{0};        // pages read back into L2
   std::atomic<uint64_t> kv_bytes_released{0};  // free L2 page memory given back to the OS
   std::atomic<uint64_t> l3_idle_spills{0};     // cached pages moved to L3 after idling
+  // Session prefetch (R-KV3): chains read back ahead of a hot session's turn, the pages they
+  // brought, and prefetches not started for want of free L2 pages.
+  std::atomic<uint64_t> l3_prefetches{0};
+  std::atomic<uint64_t> l3_prefetched_pages{0};
+  std::atomic<uint64_t> l3_prefetch_skipped{0};
   std::atomic<uint64_t> l3_lookup_pages{0};    // prompt pages missing in L2, looked up in L3
   std::atomic<uint64_t> l3_recomputations{0};  // pages found in L3 but unusable: recomputed
   std::atomic<uint64_t> l3_pages_stored{0};

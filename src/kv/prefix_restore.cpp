@@ -4,12 +4,13 @@ namespace k25 {
 
 std::optional<PrefixRestore> PrefixRestore::begin(PrefixTier& tier, PrefixCache& prefix,
                                                   PagePool& pool, const Chain& chain,
-                                                  std::vector<PageId> l2_pages) {
+                                                  std::vector<PageId> l2_pages,
+                                                  bool reclaim_cached) {
   for (PageId page : l2_pages) pool.retain(page);  // not evictable while the rest is read
-  std::vector<CachedPage> reading;                  // fresh L2 pages for the pages the tier holds
+  std::vector<CachedPage> reading;                 // fresh L2 pages for the pages the tier holds
   for (size_t i = l2_pages.size(); i < chain.n_pages && tier.contains(chain.keys[i]); ++i) {
     std::optional<PageId> page = pool.allocate();
-    while (!page && prefix.reclaim_one()) page = pool.allocate();
+    while (!page && reclaim_cached && prefix.reclaim_one()) page = pool.allocate();
     if (!page) break;
     reading.push_back({chain.keys[i], i ? chain.keys[i - 1] : prefix.root_key(),
                        chain.tokens + i * chain.page_tokens, *page});

@@ -37,10 +37,11 @@ class PrefixRestore {
   };
 
   // Pins `l2_pages` (the chain's leading pages found in L2) and starts reading the pages after
-  // them that the tier holds into fresh L2 pages (reclaiming cached ones if needed). nullopt,
-  // with nothing pinned, when no page could be read.
+  // them that the tier holds into fresh L2 pages (free ones, and with `reclaim_cached` cached
+  // ones evicted for them). nullopt, with nothing pinned, when no page could be read.
   static std::optional<PrefixRestore> begin(PrefixTier& tier, PrefixCache& prefix, PagePool& pool,
-                                            const Chain& chain, std::vector<PageId> l2_pages);
+                                            const Chain& chain, std::vector<PageId> l2_pages,
+                                            bool reclaim_cached = true);
 
   // The reads completed, or the tier's read timeout passed since begin().
   bool ready(const PrefixTier& tier, Clock::time_point now) const;

@@ -128,7 +128,9 @@ std::vector<ConfigKey> make_keys() {
   k.push_back(bool_key("flash_scheduler.prefix_cache", "--prefix-cache",
                        "reuse the KV of equal prompt prefixes (sessions)", &C::prefix_cache));
   k.push_back(choice_key("flash_scheduler.l3_prefetcher", "--l3-prefetcher",
-                         "disk KV prefetcher (lru-k)", &C::l3_prefetcher, {"lru-k"}));
+                         "read hot sessions' KV back from L3 ahead of their next turn (lru-k) "
+                         "or not (none)",
+                         &C::l3_prefetcher, {"lru-k", "none"}));
   k.push_back(choice_key("flash_scheduler.l3_backend", "--l3-backend",
                          "L3 KV tier: disk, redis (shared by replicas) or disk+redis",
                          &C::l3_backend, {"disk", "redis", "disk+redis"}));
