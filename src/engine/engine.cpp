@@ -473,7 +473,8 @@ void Engine::publish_stats() {
     const L3TierStats l3 = l3_->disk_stats();
     stats_.l3_spills = l3.spills;
     stats_.l3_spill_failures = l3.spill_failures;
-    stats_.l3_restores = l3.restores;
+    // For prompts: the disk tier also counts what the session prefetch read (reported apart).
+    stats_.l3_restores = l3.restores - std::min<uint64_t>(l3.restores, prefetched_from_disk_);
     stats_.l3_recomputations = l3.restore_failures;
     stats_.l3_pages_stored = l3_->disk_pages_stored();
     stats_.l3_dropped = l3.dropped;

@@ -244,6 +244,7 @@ class Engine {
   std::unique_ptr<PrefixCache> prefix_;  // null when options_.prefix_cache is off; after kv_
   std::optional<SessionPrefetcher> session_prefetcher_;  // with L3 and l3_session_prefetch
   std::vector<SessionFetch> session_fetches_;
+  uint64_t prefetched_from_disk_ = 0;  // pages the session fetches read from the disk tier
   std::unique_ptr<PrefixTier> l3_;  // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;
 

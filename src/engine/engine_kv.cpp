@@ -327,6 +327,7 @@ void Engine::end_session_fetches(const Clock::time_point now, bool all) {
     const PrefixRestore::Outcome outcome =
         it->restore->end(*l3_, *prefix_, kv_->pool(), chain, true, nullptr);
     stats_.l3_prefetched_pages += outcome.from_disk + outcome.from_shared;
+    prefetched_from_disk_ += outcome.from_disk;
     it = session_fetches_.erase(it);
   }
 }
