@@ -1,8 +1,14 @@
 /* k25 as a library (R-API6): load a model, submit generation requests with their fingerprint
- * hints, receive tokens through a callback, cancel, read metrics. Plain C, opaque handles.
+ * hints, receive tokens through a callback or by polling, cancel, tokenise, read metrics. Plain
+ * C, opaque handles.
  *
  * Strings are UTF-8. Functions that can fail take `char** error`: on failure they set *error
- * (when error is not NULL) to a message to release with k25_free_string(). */
+ * (when error is not NULL) to a message to release with k25_free_string().
+ *
+ * Versioning: K25_ABI_VERSION changes whenever a struct or a signature here changes
+ * incompatibly; k25_abi_version() says which one the library was built with. The option and
+ * request structs start with their size, set by their _init function, so that a library can
+ * tell which version of a struct a caller filled (a size it does not know is refused). */
 #ifndef K25_H_
 #define K25_H_
 
@@ -13,9 +19,15 @@
 extern "C" {
 #endif
 
+#define K25_ABI_VERSION 2
+
+/* The K25_ABI_VERSION of the library; a program built against another one must not use it. */
+int k25_abi_version(void);
+
 typedef struct k25_engine k25_engine;
 
 typedef struct k25_engine_options {
+  size_t struct_size; /* sizeof(k25_engine_options), set by k25_engine_options_init */
   int n_threads;      /* compute threads; <= 0: all cores */
   int max_batch_size; /* concurrent sequences; <= 0: 24 */
   int max_queue;      /* waiting requests before submit fails; < 0: 256 */
@@ -26,8 +38,11 @@ typedef struct k25_engine_options {
 void k25_engine_options_init(k25_engine_options* options);
 
 typedef struct k25_request {
-  const char* prompt;   /* required */
-  int add_special;      /* add BOS/EOS as the vocabulary asks (default 1) */
+  size_t struct_size; /* sizeof(k25_request), set by k25_request_init */
+  const char* prompt; /* text to tokenise; or NULL with prompt_tokens */
+  const int32_t* prompt_tokens; /* token ids (k25_tokenize), used when prompt is NULL */
+  size_t n_prompt_tokens;
+  int add_special;      /* text prompts: add BOS/EOS as the vocabulary asks (default 1) */
   int max_tokens;       /* default 128 */
   float temperature;    /* 0: greedy (default 0.8) */
   float top_p;          /* default 0.95 */
@@ -40,9 +55,14 @@ typedef struct k25_request {
   size_t n_stop;
   const char* latency_sla; /* "gold", "silver" (default, NULL) or "bronze" */
   const char* domain_hint; /* NULL or "default" (no other gates yet) */
+  int ignore_eos;          /* 1: generate max_tokens even past end-of-generation tokens */
+  int top_logprobs;        /* < 0 (default): none; n >= 0: each token's logprob and the n most
+                              likely alternatives (at most 20), in its TOKEN event */
+  const char* session_id;  /* NULL: none; a conversation's id: its KV is kept in preference and
+                              read back from L3 ahead of its next turn */
 } k25_request;
 
-/* Fills in the defaults above (prompt NULL). */
+/* Fills in the defaults above (prompt NULL, struct_size set). */
 void k25_request_init(k25_request* request);
 
 typedef enum k25_event_kind { K25_EVENT_TOKEN = 0, K25_EVENT_FINISHED = 1 } k25_event_kind;
@@ -55,10 +75,17 @@ typedef struct k25_event {
                        string); on FINISHED the held-back rest. Not NUL-terminated
                        necessarily: use text_len. Valid during the callback only. */
   size_t text_len;
+  /* TOKEN with top_logprobs >= 0: the token's log-probability and n_top alternatives (token
+     ids and log-probabilities, most likely first); n_top 0 otherwise. Valid as text is. */
+  float logprob;
+  int n_top;
+  const int32_t* top_tokens;
+  const float* top_logprobs;
   /* FINISHED only: */
   const char* finish_reason; /* "stop", "length", "cancelled" or "error" */
   const char* error;         /* "error": why; otherwise "" */
   int prompt_tokens;
+  int cached_tokens; /* prompt tokens whose KV came from the prefix cache */
   int completion_tokens;
   double ttft_ms;
   double total_ms;
@@ -72,7 +99,8 @@ typedef void (*k25_token_callback)(const k25_event* event, void* user_data);
 k25_engine* k25_load(const char* model_path, const k25_engine_options* options, char** error);
 
 /* Queues a request; returns its id (> 0), or 0 on failure (invalid request, prompt longer
- * than the context, queue full). */
+ * than the context, queue full). With `callback` NULL the request's events are kept for
+ * k25_next_event instead. */
 int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_callback callback,
                    void* user_data, char** error);
 
@@ -80,9 +108,31 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
 void k25_cancel(k25_engine* engine, int64_t request_id);
 
 /* Blocks until the request has finished (its FINISHED callback returned): 0; timeout_ms < 0
- * waits without limit; 1 on timeout; -1 for an id never returned by k25_submit or already
- * waited for. */
+ * waits without limit; 1 on timeout; -1 for an id never returned by k25_submit, already waited
+ * for, or finished more than 1024 requests ago (finished requests are forgotten then, so that
+ * callers that never wait hold no memory). */
 int k25_wait(k25_engine* engine, int64_t request_id, int timeout_ms);
+
+/* Polling, for requests submitted without a callback: fills *event with the request's next
+ * event, waiting up to timeout_ms (< 0: without limit): 0; 1 on timeout; -1 for an unknown id
+ * or once its FINISHED event was returned (the request is then forgotten). The event's
+ * pointers stay valid until the next k25_next_event call for that request (a FINISHED event's
+ * until 1024 more requests have finished). A polled request is kept until its FINISHED event
+ * is taken. */
+int k25_next_event(k25_engine* engine, int64_t request_id, k25_event* event, int timeout_ms);
+
+/* The model: vocabulary size and the engine's context (tokens per sequence). */
+int k25_n_vocab(const k25_engine* engine);
+int k25_context_size(const k25_engine* engine);
+
+/* Tokenises text (add_special: BOS/EOS as the vocabulary asks) into tokens[0..capacity) and
+ * returns how many tokens the text has (more than capacity: call again with room for them), or
+ * -1 on failure. */
+int64_t k25_tokenize(const k25_engine* engine, const char* text, int add_special, int32_t* tokens,
+                     size_t capacity, char** error);
+/* The text of n tokens (special tokens rendered); NULL on failure (an id outside the
+ * vocabulary). Release with k25_free_string(). */
+char* k25_detokenize(const k25_engine* engine, const int32_t* tokens, size_t n, char** error);
 
 /* Metrics in the Prometheus text format; release with k25_free_string(). */
 char* k25_metrics(k25_engine* engine);

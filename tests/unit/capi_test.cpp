@@ -1,0 +1,228 @@
+// The C API (include/k25.h) on the real model: versioned structs, request ids in events, polling
+// and callbacks giving the same tokens, token prompts, tokenisation, logprobs, sessions, and
+// finished requests forgotten so that callers that never wait hold no memory.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "k25.h"
+#include "test_paths.h"
+
+namespace {
+
+struct EngineDeleter {
+  void operator()(k25_engine* e) const { k25_free(e); }
+};
+using EnginePtr = std::unique_ptr<k25_engine, EngineDeleter>;
+
+std::string take_error(char* error) {
+  std::string s = error ? error : "";
+  k25_free_string(error);
+  return s;
+}
+
+EnginePtr load(int max_queue = 256) {
+  k25_engine_options options;
+  k25_engine_options_init(&options);
+  options.n_threads = 2;
+  options.max_queue = max_queue;
+  char* error = nullptr;
+  k25_engine* engine =
+      k25_load(k25::testing::shared_path("models/stories260K.gguf").c_str(), &options, &error);
+  EXPECT_NE(engine, nullptr) << take_error(error);
+  return EnginePtr(engine);
+}
+
+k25_request greedy(const char* prompt, int max_tokens) {
+  k25_request r;
+  k25_request_init(&r);
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.temperature = 0;
+  r.ignore_eos = 1;
+  return r;
+}
+
+struct Collected {
+  std::mutex m;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> ids;
+  std::string text;
+  int finished = 0;
+  int completion_tokens = -1;
+};
+
+void collect(const k25_event* e, void* user_data) {
+  auto* c = static_cast<Collected*>(user_data);
+  std::lock_guard lock(c->m);
+  c->ids.push_back(e->request_id);
+  c->text.append(e->text, e->text_len);
+  if (e->kind == K25_EVENT_TOKEN) c->tokens.push_back(e->token);
+  if (e->kind == K25_EVENT_FINISHED) {
+    ++c->finished;
+    c->completion_tokens = e->completion_tokens;
+  }
+}
+
+// The tokens of a polled request, and whether its events named it.
+std::vector<int32_t> poll_tokens(k25_engine* engine, int64_t id) {
+  std::vector<int32_t> tokens;
+  k25_event event;
+  for (;;) {
+    EXPECT_EQ(k25_next_event(engine, id, &event, 30'000), 0);
+    EXPECT_EQ(event.request_id, id);
+    if (event.kind == K25_EVENT_FINISHED) break;
+    tokens.push_back(event.token);
+  }
+  EXPECT_EQ(k25_next_event(engine, id, &event, 0), -1);  // taken: forgotten
+  return tokens;
+}
+
+TEST(CApi, StructsOfAnotherVersionAreRefused) {
+  K25_REQUIRE_SHARED();
+  EXPECT_EQ(k25_abi_version(), K25_ABI_VERSION);
+  k25_engine_options options;
+  k25_engine_options_init(&options);
+  EXPECT_EQ(options.struct_size, sizeof options);
+  options.struct_size = sizeof options - 8;
+  char* error = nullptr;
+  EXPECT_EQ(
+      k25_load(k25::testing::shared_path("models/stories260K.gguf").c_str(), &options, &error),
+      nullptr);
+  EXPECT_NE(take_error(error).find("struct_size"), std::string::npos);
+
+  EnginePtr engine = load();
+  k25_request request = greedy("Once", 2);
+  request.struct_size = 16;
+  Collected c;
+  EXPECT_EQ(k25_submit(engine.get(), &request, collect, &c, &error), 0);
+  EXPECT_NE(take_error(error).find("struct_size"), std::string::npos);
+}
+
+TEST(CApi, EventsNameTheirRequestAndPollingGivesTheCallbacksTokens) {
+  K25_REQUIRE_SHARED();
+  EnginePtr engine = load();
+  const k25_request request = greedy("Once upon a time", 12);
+  Collected c;
+  char* error = nullptr;
+  const int64_t id = k25_submit(engine.get(), &request, collect, &c, &error);
+  ASSERT_GT(id, 0) << take_error(error);
+  ASSERT_EQ(k25_wait(engine.get(), id, -1), 0);
+  EXPECT_EQ(k25_wait(engine.get(), id, 0), -1);  // waited for already
+  ASSERT_EQ(c.tokens.size(), 12u);
+  EXPECT_EQ(c.finished, 1);
+  EXPECT_EQ(c.completion_tokens, 12);
+  for (int64_t event_id : c.ids) EXPECT_EQ(event_id, id);
+
+  const int64_t polled = k25_submit(engine.get(), &request, nullptr, nullptr, &error);
+  ASSERT_GT(polled, 0) << take_error(error);
+  EXPECT_NE(polled, id);
+  EXPECT_EQ(poll_tokens(engine.get(), polled), c.tokens);
+  k25_event event;
+  EXPECT_EQ(k25_next_event(engine.get(), id, &event, 0), -1);  // a callback request: not polled
+}
+
+TEST(CApi, TokenPromptsTokenisationAndDetokenisation) {
+  K25_REQUIRE_SHARED();
+  EnginePtr engine = load();
+  EXPECT_GT(k25_n_vocab(engine.get()), 0);
+  EXPECT_GT(k25_context_size(engine.get()), 0);
+  char* error = nullptr;
+  const int64_t n = k25_tokenize(engine.get(), "Once upon a time", 1, nullptr, 0, &error);
+  ASSERT_GT(n, 2) << take_error(error);
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  int32_t first = -1;
+  EXPECT_EQ(k25_tokenize(engine.get(), "Once upon a time", 1, &first, 1, &error), n);
+  EXPECT_EQ(k25_tokenize(engine.get(), "Once upon a time", 1, tokens.data(), tokens.size(), &error),
+            n);
+  EXPECT_EQ(first, tokens[0]);
+
+  std::vector<int32_t> plain(64);
+  const int64_t n_plain =
+      k25_tokenize(engine.get(), "Once upon a time", 0, plain.data(), plain.size(), &error);
+  char* text = k25_detokenize(engine.get(), plain.data(), static_cast<size_t>(n_plain), &error);
+  ASSERT_NE(text, nullptr) << take_error(error);
+  EXPECT_NE(std::string(text).find("Once upon a time"), std::string::npos) << text;
+  k25_free_string(text);
+  const int32_t bad = k25_n_vocab(engine.get());
+  EXPECT_EQ(k25_detokenize(engine.get(), &bad, 1, &error), nullptr);
+  EXPECT_NE(take_error(error).find("not a token id"), std::string::npos);
+
+  // The same prompt as text and as tokens gives the same tokens.
+  Collected from_text, from_tokens;
+  const k25_request by_text = greedy("Once upon a time", 8);
+  k25_request by_tokens = greedy(nullptr, 8);
+  by_tokens.prompt_tokens = tokens.data();
+  by_tokens.n_prompt_tokens = tokens.size();
+  const int64_t a = k25_submit(engine.get(), &by_text, collect, &from_text, &error);
+  const int64_t b = k25_submit(engine.get(), &by_tokens, collect, &from_tokens, &error);
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  k25_wait(engine.get(), a, -1);
+  k25_wait(engine.get(), b, -1);
+  EXPECT_EQ(from_tokens.tokens, from_text.tokens);
+  by_tokens.prompt_tokens = &bad;
+  by_tokens.n_prompt_tokens = 1;
+  EXPECT_EQ(k25_submit(engine.get(), &by_tokens, collect, &from_tokens, &error), 0);
+  EXPECT_NE(take_error(error).find("prompt_tokens[0]"), std::string::npos);
+}
+
+TEST(CApi, LogprobsComeWithEachTokenMostLikelyFirst) {
+  K25_REQUIRE_SHARED();
+  EnginePtr engine = load();
+  k25_request request = greedy("Once upon a time", 6);
+  request.top_logprobs = 3;
+  request.session_id = "chat-7";
+  char* error = nullptr;
+  const int64_t id = k25_submit(engine.get(), &request, nullptr, nullptr, &error);
+  ASSERT_GT(id, 0) << take_error(error);
+  k25_event event;
+  int tokens = 0;
+  for (;;) {
+    ASSERT_EQ(k25_next_event(engine.get(), id, &event, 30'000), 0);
+    if (event.kind == K25_EVENT_FINISHED) break;
+    ++tokens;
+    ASSERT_EQ(event.n_top, 3);
+    EXPECT_LE(event.logprob, 0.0f);
+    EXPECT_EQ(event.top_tokens[0], event.token);  // greedy: the most likely one
+    EXPECT_GE(event.top_logprobs[0], event.top_logprobs[1]);
+    EXPECT_GE(event.top_logprobs[1], event.top_logprobs[2]);
+  }
+  EXPECT_EQ(tokens, 6);
+  request.top_logprobs = 21;
+  EXPECT_EQ(k25_submit(engine.get(), &request, nullptr, nullptr, &error), 0);
+  EXPECT_NE(take_error(error).find("top_logprobs"), std::string::npos);
+}
+
+TEST(CApi, FinishedRequestsThatNobodyWaitsForAreForgotten) {
+  K25_REQUIRE_SHARED();
+  EnginePtr engine = load(2048);
+  const k25_request request = greedy("Once", 1);
+  Collected c;
+  char* error = nullptr;
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 1100; ++i) {
+    ids.push_back(k25_submit(engine.get(), &request, collect, &c, &error));
+    ASSERT_GT(ids.back(), 0) << take_error(error);
+  }
+  ASSERT_EQ(k25_wait(engine.get(), ids.back(), -1), 0);
+  // The engine finishes requests in order of arrival at equal priority; wait for all callbacks.
+  for (int i = 0; i < 1000; ++i) {
+    {
+      std::lock_guard lock(c.m);
+      if (c.finished == 1100) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(c.finished, 1100);
+  // Only the last 1024 finished requests are remembered: the first ones are gone.
+  EXPECT_EQ(k25_wait(engine.get(), ids.front(), 0), -1);
+  EXPECT_EQ(k25_wait(engine.get(), ids[ids.size() - 2], 0), 0);
+}
+
+}  // namespace
