@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 struct Result {
   std::vector<TokenId> tokens;
   int cached_tokens = -1;
+  int cached_tokens_disk = -1;  // of those, read back from L3
 };
 
 struct Pending {
@@ -55,12 +56,14 @@ RequestId start(Engine& engine, const std::vector<TokenId>& prompt, int max_toke
   return submitted.id;
 }
 
-Result run(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens) {
+Result run(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens,
+           const std::string& session_id = "") {
   GenerationRequest r;
   r.prompt = prompt;
   r.max_tokens = max_tokens;
   r.sampling.temperature = 0;
   r.ignore_eos = true;
+  r.session_id = session_id;
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
@@ -70,6 +73,7 @@ Result run(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens) {
     if (e.kind == GenerationEvent::Kind::Token) out.tokens.push_back(e.token);
     if (e.kind == GenerationEvent::Kind::Finished) {
       out.cached_tokens = e.cached_tokens;
+      out.cached_tokens_disk = e.cached_tokens_disk;
       done = true;
       cv.notify_all();
     }
@@ -367,50 +371,16 @@ TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {
   EXPECT_GT(engine.stats().l3_restores.load(), 0u);
 }
 
-// A session turn: the tokens, what came from L2 and what from L3.
-struct Turn {
-  std::vector<TokenId> tokens;
-  int cached_tokens = -1;
-  int cached_tokens_disk = -1;
-};
-
-Turn session_turn(Engine& engine, const std::vector<TokenId>& prompt, int max_tokens) {
-  GenerationRequest r;
-  r.prompt = prompt;
-  r.max_tokens = max_tokens;
-  r.sampling.temperature = 0;
-  r.ignore_eos = true;
-  r.session_id = "chat-1";
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  Turn out;
-  const SubmitResult submitted = engine.submit(r, [&](const GenerationEvent& e) {
-    std::lock_guard lock(m);
-    if (e.kind == GenerationEvent::Kind::Token) out.tokens.push_back(e.token);
-    if (e.kind == GenerationEvent::Kind::Finished) {
-      out.cached_tokens = e.cached_tokens;
-      out.cached_tokens_disk = e.cached_tokens_disk;
-      done = true;
-      cv.notify_all();
-    }
-  });
-  EXPECT_EQ(submitted.status, SubmitStatus::Accepted);
-  std::unique_lock lock(m);
-  cv.wait(lock, [&] { return done; });
-  return out;
-}
-
 // Three turns of one session 1.5 s apart, each resending the conversation; its pages go to L3
 // 0.2 s after each turn (l3_idle_seconds). The fourth turn is predicted 1.5 s after the third:
 // `prefetch` on, the pages are back in L2 before it; off, the turn reads them from L3 itself.
 // Either way its tokens are those of a run without any cache.
-Turn fourth_turn_of_a_paced_session(Engine& engine, std::vector<TokenId> conversation,
-                                    bool wait_for_prefetch, std::vector<TokenId>* prompt4) {
+Result fourth_turn_of_a_paced_session(Engine& engine, std::vector<TokenId> conversation,
+                                      bool wait_for_prefetch, std::vector<TokenId>* prompt4) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int turn = 0; turn < 3; ++turn) {
     std::this_thread::sleep_until(t0 + turn * std::chrono::milliseconds(1500));
-    const Turn t = session_turn(engine, conversation, 8);
+    const Result t = run(engine, conversation, 8, "chat-1");
     conversation.insert(conversation.end(), t.tokens.begin(), t.tokens.end());
   }
   // The prefetch is due 0.1 s before the predicted turn (half the idle time): wait until that
@@ -423,7 +393,7 @@ Turn fourth_turn_of_a_paced_session(Engine& engine, std::vector<TokenId> convers
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   *prompt4 = conversation;
-  return session_turn(engine, conversation, 8);
+  return run(engine, conversation, 8, "chat-1");
 }
 
 TEST_F(EngineL3, AHotSessionsPagesAreReadBackBeforeItsNextTurn) {
@@ -436,7 +406,8 @@ TEST_F(EngineL3, AHotSessionsPagesAreReadBackBeforeItsNextTurn) {
     Engine engine(*model_, o);
     K25_REQUIRE_L3(engine);
     std::vector<TokenId> prompt4;
-    const Turn fourth = fourth_turn_of_a_paced_session(engine, encode(kStory), prefetch, &prompt4);
+    const Result fourth =
+        fourth_turn_of_a_paced_session(engine, encode(kStory), prefetch, &prompt4);
     EXPECT_EQ(fourth.tokens, reference(prompt4, 8));
     EXPECT_EQ(fourth.cached_tokens, reusable(prompt4, engine.kv_page_tokens()));
     if (prefetch) {
