@@ -38,8 +38,8 @@ typedef struct k25_engine_options {
 void k25_engine_options_init(k25_engine_options* options);
 
 typedef struct k25_request {
-  size_t struct_size; /* sizeof(k25_request), set by k25_request_init */
-  const char* prompt; /* text to tokenise; or NULL with prompt_tokens */
+  size_t struct_size;           /* sizeof(k25_request), set by k25_request_init */
+  const char* prompt;           /* text to tokenise; or NULL with prompt_tokens */
   const int32_t* prompt_tokens; /* token ids (k25_tokenize), used when prompt is NULL */
   size_t n_prompt_tokens;
   int add_special;      /* text prompts: add BOS/EOS as the vocabulary asks (default 1) */
@@ -60,6 +60,8 @@ typedef struct k25_request {
                               likely alternatives (at most 20), in its TOKEN event */
   const char* session_id;  /* NULL: none; a conversation's id: its KV is kept in preference and
                               read back from L3 ahead of its next turn */
+  const char* grammar;     /* NULL, or GBNF text (start rule `root`): the output follows it */
+  const char* json_schema; /* NULL, or a JSON schema the output is a JSON value of (not both) */
 } k25_request;
 
 /* Fills in the defaults above (prompt NULL, struct_size set). */

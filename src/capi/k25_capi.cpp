@@ -17,6 +17,8 @@
 #include "engine/engine_metrics.h"
 #include "flash/request_hints.h"
 #include "k25.h"
+#include "model/grammar.h"
+#include "model/json_schema_grammar.h"
 
 namespace {
 
@@ -211,6 +213,15 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
     if (request->top_logprobs > 20) k25::fail("k25_submit: top_logprobs is at most 20");
     r.top_logprobs = request->top_logprobs < 0 ? -1 : request->top_logprobs;
     if (request->session_id) r.session_id = request->session_id;
+    if (request->grammar && request->json_schema) {
+      k25::fail("k25_submit: give grammar or json_schema, not both");
+    }
+    if (request->grammar) r.grammar = k25::compile_gbnf(request->grammar);
+    if (request->json_schema) {
+      const auto schema = nlohmann::ordered_json::parse(request->json_schema, nullptr, false);
+      if (schema.is_discarded()) k25::fail("k25_submit: json_schema is not JSON");
+      r.grammar = k25::compile_json_schema(schema);
+    }
 
     auto state = std::make_shared<RequestState>();
     state->polled = callback == nullptr;

@@ -199,6 +199,43 @@ TEST(CApi, LogprobsComeWithEachTokenMostLikelyFirst) {
   EXPECT_NE(take_error(error).find("top_logprobs"), std::string::npos);
 }
 
+TEST(CApi, GrammarsAndJsonSchemasConstrainTheOutput) {
+  K25_REQUIRE_SHARED();
+  EnginePtr engine = load();
+  char* error = nullptr;
+  const auto output = [&](k25_request request) {
+    Collected c;
+    const int64_t id = k25_submit(engine.get(), &request, collect, &c, &error);
+    EXPECT_GT(id, 0) << take_error(error);
+    k25_wait(engine.get(), id, -1);
+    return c.text;
+  };
+  k25_request request = greedy("Once upon a time", 16);
+  request.ignore_eos = 0;
+  request.grammar = "root ::= \"yes\" | \"no\"";
+  const std::string answer = output(request);
+  EXPECT_TRUE(answer == "yes" || answer == "no") << answer;
+  request.grammar = nullptr;
+  request.json_schema = R"({"type": "boolean"})";
+  std::string boolean = output(request);
+  // JSON allows whitespace around the value.
+  boolean.erase(0, boolean.find_first_not_of(" \t\n"));
+  boolean.erase(boolean.find_last_not_of(" \t\n") + 1);
+  EXPECT_TRUE(boolean == "true" || boolean == "false") << boolean;
+
+  request.grammar = "root ::= \"yes\"";
+  EXPECT_EQ(k25_submit(engine.get(), &request, collect, nullptr, &error), 0);  // both
+  EXPECT_NE(take_error(error).find("not both"), std::string::npos);
+  request.json_schema = nullptr;
+  request.grammar = "root ::= undefined_rule";
+  EXPECT_EQ(k25_submit(engine.get(), &request, collect, nullptr, &error), 0);
+  EXPECT_NE(take_error(error).find("undefined_rule"), std::string::npos);
+  request.grammar = nullptr;
+  request.json_schema = "{not json";
+  EXPECT_EQ(k25_submit(engine.get(), &request, collect, nullptr, &error), 0);
+  EXPECT_NE(take_error(error).find("json_schema"), std::string::npos);
+}
+
 TEST(CApi, FinishedRequestsThatNobodyWaitsForAreForgotten) {
   K25_REQUIRE_SHARED();
   EnginePtr engine = load(2048);
