@@ -4,8 +4,12 @@
 // prefix cache on.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -247,6 +251,136 @@ TEST(EngineSpeculation, SeededSampledRequestsGetTheTokensTheyGetWithout) {
         << "seed " << seed;
     EXPECT_GT(finished.drafted_tokens, 0);
   }
+}
+
+// The upper tail of the chi-square distribution with `df` degrees of freedom at `x`: the
+// regularised incomplete gamma Q(df / 2, x / 2), by its series below a + 1 and its continued
+// fraction above (Lentz's method).
+double chi_square_p(double x, int df) {
+  const double a = df / 2.0, z = x / 2.0;
+  if (z <= 0) return 1;
+  const double log_front = -z + a * std::log(z) - std::lgamma(a);
+  if (z < a + 1) {
+    double term = 1 / a, sum = term;
+    for (int n = 1; n < 1000 && term > sum * 1e-16; ++n) {
+      term *= z / (a + n);
+      sum += term;
+    }
+    return 1 - sum * std::exp(log_front);
+  }
+  constexpr double kTiny = 1e-300;
+  double b = z + 1 - a, c = 1 / kTiny, d = 1 / b, h = d;
+  for (int i = 1; i < 1000; ++i) {
+    const double an = -i * (i - a);
+    b += 2;
+    d = an * d + b;
+    d = std::abs(d) < kTiny ? kTiny : d;
+    c = b + an / c;
+    c = std::abs(c) < kTiny ? kTiny : c;
+    d = 1 / d;
+    h *= d * c;
+    if (std::abs(d * c - 1) < 1e-16) break;
+  }
+  return std::exp(log_front) * h;
+}
+
+// Pearson's test that two samples of tokens come from one distribution: the p-value, with
+// tokens seen fewer than 10 times in both samples together pooled into one category.
+double same_distribution_p(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
+  std::map<TokenId, std::array<double, 2>> counts;
+  for (TokenId t : a) counts[t][0] += 1;
+  for (TokenId t : b) counts[t][1] += 1;
+  std::vector<std::array<double, 2>> rows;
+  std::array<double, 2> rare{0, 0};
+  for (const auto& [token, c] : counts) {
+    if (c[0] + c[1] < 10) {
+      rare[0] += c[0];
+      rare[1] += c[1];
+    } else {
+      rows.push_back(c);
+    }
+  }
+  if (rare[0] + rare[1] > 0) rows.push_back(rare);
+  const double n_a = static_cast<double>(a.size()), n_b = static_cast<double>(b.size());
+  double x = 0;
+  for (const auto& row : rows) {
+    const double total = row[0] + row[1];
+    const double e_a = total * n_a / (n_a + n_b), e_b = total * n_b / (n_a + n_b);
+    x += (row[0] - e_a) * (row[0] - e_a) / e_a + (row[1] - e_b) * (row[1] - e_b) / e_b;
+  }
+  return chi_square_p(x, static_cast<int>(rows.size()) - 1);
+}
+
+TEST(ChiSquare, PValuesMatchTheTables) {
+  EXPECT_NEAR(chi_square_p(3.841, 1), 0.05, 1e-4);
+  EXPECT_NEAR(chi_square_p(5.991, 2), 0.05, 1e-4);
+  EXPECT_NEAR(chi_square_p(18.307, 10), 0.05, 1e-4);
+  EXPECT_NEAR(chi_square_p(29.588, 10), 0.001, 1e-5);
+  EXPECT_NEAR(chi_square_p(124.342, 100), 0.05, 1e-4);
+}
+
+// The token at a fixed position of `n` sampled requests (seeds first_seed, first_seed + 1, ...),
+// four at a time (at most speculative_max_batch decode, so that speculation does not step
+// aside); the drafted and accepted token counts.
+struct Sample {
+  std::vector<TokenId> tokens;
+  int drafted = 0, accepted = 0;
+};
+Sample sample_position(Model& model, GenerationRequest request, int position, int n,
+                       uint64_t first_seed) {
+  EngineOptions options = small_options();
+  options.batch_timeout_ms = 0;  // four arrivals at a time: no need to wait for more
+  Engine engine(model, options);
+  Sample out;
+  request.max_tokens = position + 1;
+  for (int i = 0; i < n; i += 4) {
+    std::vector<TokenCollector> collectors(static_cast<size_t>(std::min(4, n - i)));
+    for (size_t j = 0; j < collectors.size(); ++j) {
+      request.sampling.seed = first_seed + static_cast<uint64_t>(i) + j;
+      EXPECT_EQ(engine.submit(request, collectors[j].callback()).status, SubmitStatus::Accepted);
+    }
+    for (TokenCollector& c : collectors) {
+      const Tokens tokens = c.wait();
+      out.tokens.push_back(tokens.at(static_cast<size_t>(position)));
+      out.drafted += c.finished().drafted_tokens;
+      out.accepted += c.finished().accepted_tokens;
+    }
+  }
+  return out;
+}
+
+// Sampled requests speculate (the accept rule is "sample, then compare with the draft"), so the
+// token distribution must be the model's: 1500 samples of the 10th token with n-gram drafts and
+// 1500 without, with different seeds, are one distribution by Pearson's test (p > 0.001), while
+// the same test tells temperature 0.8 from 1.0 apart (p < 1e-6): it has the power to see a
+// difference. Deterministic: fixed seeds, and the forward pass is bitwise reproducible.
+TEST(EngineSpeculation, SampledTokensWithDraftsHaveTheModelsDistribution) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const Tokens prompt = model->tokenizer().encode(
+      "Lily and Ben went to the park. Lily and Ben went to the park. Lily and Ben", true, false);
+  GenerationRequest request = greedy(prompt, 10, SpeculativeMode::kOff);
+  request.sampling.temperature = 1.0f;
+  request.sampling.top_k = 0;
+  request.sampling.top_p = 1.0f;
+  request.sampling.min_p = 0;
+  constexpr int kPosition = 9, kSamples = 1500;
+  const Sample off = sample_position(*model, request, kPosition, kSamples, 1);
+  GenerationRequest ngram = request;
+  ngram.speculative = SpeculativeMode::kNgram;
+  const Sample drafted = sample_position(*model, ngram, kPosition, kSamples, 100'001);
+  EXPECT_GT(drafted.drafted, kSamples);  // drafts were made and verified, often
+  EXPECT_GT(drafted.accepted, kSamples / 4);
+  const double p = same_distribution_p(off.tokens, drafted.tokens);
+  EXPECT_GT(p, 0.001) << "the drafts changed the distribution";
+
+  GenerationRequest cooler = request;
+  cooler.sampling.temperature = 0.8f;
+  const Sample control = sample_position(*model, cooler, kPosition, kSamples, 200'001);
+  const double p_control = same_distribution_p(off.tokens, control.tokens);
+  EXPECT_LT(p_control, 1e-6) << "the test has no power";
+  std::printf("drafted %d, accepted %d; p (ngram vs off) %.3g, p (T 0.8 vs 1.0) %.3g\n",
+              drafted.drafted, drafted.accepted, p, p_control);
 }
 
 TEST(EngineSpeculation, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAreUnchanged) {
