@@ -208,6 +208,7 @@ class Engine {
   // Ends the fetches whose reads are done (all of them with `all`, at shutdown).
   void end_session_fetches(Clock::time_point now, bool all);
   bool page_being_fetched(uint64_t key) const;
+  PrefixRestore::Chain fetch_chain(const SessionFetch& fetch) const;
   Clock::duration prefetch_lead() const;
   // How long an idle engine thread sleeps before a step of its own (spills, prefetches).
   Clock::duration idle_wait() const;
@@ -245,7 +246,7 @@ class Engine {
   std::optional<SessionPrefetcher> session_prefetcher_;  // with L3 and l3_session_prefetch
   std::vector<SessionFetch> session_fetches_;
   uint64_t prefetched_from_disk_ = 0;  // pages the session fetches read from the disk tier
-  std::unique_ptr<PrefixTier> l3_;  // null without L3; after prefix_ (saves its pages)
+  std::unique_ptr<PrefixTier> l3_;     // null without L3; after prefix_ (saves its pages)
   EngineStats stats_;
 
   mutable std::mutex mutex_;  // guards the fields below up to the thread

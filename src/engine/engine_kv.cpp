@@ -192,11 +192,13 @@ bool Engine::begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages
 }
 
 void Engine::end_l3_restore(Sequence& seq) {
-  auto adopt = [&](const std::vector<PageId>& pages) { adopt_prefix(seq, pages); };
+  // A finished sequence takes no pages; they still join the prefix cache.
+  const auto adopt = [&](const std::vector<PageId>& pages) {
+    if (!seq.finished) adopt_prefix(seq, pages);
+  };
   const PrefixRestore::Outcome restored =
       seq.restore->end(*l3_, *prefix_, kv_->pool(), prefix_chain(seq, seq.prefix_keys.size()),
-                       !seq.request.session_id.empty(),
-                       seq.finished ? std::function<void(const std::vector<PageId>&)>() : adopt);
+                       !seq.request.session_id.empty(), adopt);
   seq.restore.reset();
   if (!seq.finished) {
     seq.restored_shared_tokens = static_cast<int>(restored.from_shared) * options_.kv_page_tokens;
@@ -279,6 +281,11 @@ Engine::Clock::duration Engine::prefetch_lead() const {
   return options_.l3_idle_seconds > 0 ? std::min(lead, l3_idle() / 2) : lead;
 }
 
+PrefixRestore::Chain Engine::fetch_chain(const SessionFetch& fetch) const {
+  return {fetch.chain.keys.data(), fetch.chain.tokens.data(), fetch.chain.keys.size(),
+          options_.kv_page_tokens};
+}
+
 bool Engine::page_being_fetched(uint64_t key) const {
   for (const SessionFetch& fetch : session_fetches_) {
     if (std::find(fetch.chain.keys.begin(), fetch.chain.keys.end(), key) !=
@@ -307,9 +314,8 @@ void Engine::prefetch_sessions(const Clock::time_point now) {
       continue;
     }
     SessionFetch fetch{*due, std::nullopt};
-    const PrefixRestore::Chain chain{fetch.chain.keys.data(), fetch.chain.tokens.data(), n_pages,
-                                     options_.kv_page_tokens};
-    fetch.restore = PrefixRestore::begin(*l3_, *prefix_, pool, chain, std::move(l2_pages), false);
+    fetch.restore =
+        PrefixRestore::begin(*l3_, *prefix_, pool, fetch_chain(fetch), std::move(l2_pages), false);
     if (!fetch.restore) continue;
     ++stats_.l3_prefetches;
     session_fetches_.push_back(std::move(fetch));  // the chain's buffers move with it
@@ -322,10 +328,8 @@ void Engine::end_session_fetches(const Clock::time_point now, bool all) {
       ++it;
       continue;
     }
-    const PrefixRestore::Chain chain{it->chain.keys.data(), it->chain.tokens.data(),
-                                     it->chain.keys.size(), options_.kv_page_tokens};
     const PrefixRestore::Outcome outcome =
-        it->restore->end(*l3_, *prefix_, kv_->pool(), chain, true, nullptr);
+        it->restore->end(*l3_, *prefix_, kv_->pool(), fetch_chain(*it), true, nullptr);
     stats_.l3_prefetched_pages += outcome.from_disk + outcome.from_shared;
     prefetched_from_disk_ += outcome.from_disk;
     it = session_fetches_.erase(it);
