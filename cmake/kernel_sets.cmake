@@ -9,6 +9,14 @@ set(K25_KERNEL_SET_FLAGS_avxvnni -march=x86-64-v3 -mavxvnni -mtune=generic)
 set(K25_KERNEL_SET_FLAGS_avx512 -march=x86-64-v4 -mavx512vnni -mtune=generic)
 set(K25_KERNEL_SETS scalar avx2 avxvnni avx512)
 
+# Position-independent code, so that the objects can go into libk25.so as well as into the
+# executables. -fno-semantic-interposition keeps GCC inlining and calling our own functions
+# directly, as it does without -fPIC (nothing in k25 is meant to be interposed).
+function(k25_shared_library_ready target)
+  set_target_properties(${target} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(${target} PRIVATE -fno-semantic-interposition)
+endfunction()
+
 # Adds the sets' objects to `target`. GCC's -fno-weak makes the inline functions and template
 # instances a set's files use local to each file: otherwise the linker would keep one copy of,
 # say, std::vector<float>::resize from whichever set came first, and the baseline code would run
@@ -25,6 +33,7 @@ function(k25_add_kernel_sets target)
                                K25_KERNEL_SET_NAME="${set}")
     target_include_directories(k25kernels_${set} PRIVATE ${CMAKE_SOURCE_DIR}/src)
     target_link_libraries(k25kernels_${set} PRIVATE Threads::Threads)
+    k25_shared_library_ready(k25kernels_${set})
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:k25kernels_${set}>)
   endforeach()
 endfunction()

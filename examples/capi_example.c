@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
 
   struct output out;
   memset(&out, 0, sizeof out);
-  int64_t id = k25_submit(engine, &request, on_event, &out, &error);
+  int64_t id = k25_submit(engine, &request, on_event, &out, NULL, &error);
   if (id == 0) {
     fprintf(stderr, "error: %s\n", error);
     k25_free_string(error);

@@ -17,10 +17,9 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "kernels/kernel_table.h"
-#include "kv/redis_url.h"
-#include "kv/shared_kv_namespace.h"
 #include "server/api.h"
 #include "server/command_line.h"
+#include "server/engine_config.h"
 #include "server/http_server.h"
 #include "server/warmup.h"
 
@@ -61,47 +60,6 @@ bool wait_until(Done done, Clock::time_point deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return true;
-}
-
-// Names the model for the L3 tier's content tag: its canonical path, size and modification time
-// (a replaced model file gets a new tag, so its predecessor's KV on disk is never reused).
-uint64_t model_file_tag(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path canonical = fs::weakly_canonical(path, ec);
-  uint64_t tag = std::hash<std::string>{}(ec ? path : canonical.string());
-  const auto size = fs::is_regular_file(canonical, ec) ? fs::file_size(canonical, ec) : 0;
-  const auto modified = fs::last_write_time(canonical, ec).time_since_epoch().count();
-  for (uint64_t v : {static_cast<uint64_t>(size), static_cast<uint64_t>(modified)}) {
-    tag = (tag ^ v) * 0x100000001b3ull;
-  }
-  return tag;
-}
-
-// flash_scheduler.l3_backend redis / disk+redis: where the shared KV tier is and what it is
-// keyed by (kv/shared_kv_namespace.h: the model file's content, not its path).
-void configure_shared_tier(const k25::ServerConfig& config, k25::EngineOptions& options) {
-  using Backend = k25::EngineOptions::L3Backend;
-  if (config.l3_backend == "disk") return;
-  if (config.redis_url.empty()) {
-    k25::fail("config: flash_scheduler.l3_backend ", config.l3_backend,
-              " needs flash_scheduler.redis_url");
-  }
-  options.l3_backend = config.l3_backend == "redis" ? Backend::kRedis : Backend::kDiskAndRedis;
-  if (options.l3_backend == Backend::kDiskAndRedis && options.l3_path.empty()) {
-    k25::fail(
-        "config: flash_scheduler.l3_backend disk+redis needs flash_scheduler.l3_enabled and "
-        "l3_device");
-  }
-  k25::RedisStoreOptions& store = options.redis.store;
-  store.address = k25::parse_redis_url(config.redis_url);
-  store.credentials = {store.address.user, config.redis_password};
-  store.connect_timeout = std::chrono::milliseconds(config.redis_connect_timeout_ms);
-  store.command_timeout = std::chrono::milliseconds(config.redis_timeout_ms);
-  store.ttl_seconds = config.redis_ttl_seconds;
-  options.redis.read_timeout = std::chrono::milliseconds(config.redis_read_timeout_ms);
-  options.shared_weights_hash = k25::weights_content_hash(config.model_path);
-  options.l3_idle_seconds = config.l3_idle_seconds;
 }
 
 int run(const k25::ServerConfig& config) {
@@ -145,38 +103,9 @@ int run(const k25::ServerConfig& config) {
     try {
       auto start = Clock::now();
       model = k25::Model::load(config.model_path);
-      k25::EngineOptions options;
-      options.n_threads = config.threads;
-      options.max_batch_size = config.max_batch_size;
-      options.max_queue = config.max_queue;
-      options.context_size = config.context_size;
-      options.step_token_budget = config.step_token_budget;
-      options.position_cost = config.step_position_cost;
-      options.target_step_ms = config.target_step_ms;
-      options.micro_task_tokens = config.micro_task_tokens;
-      options.aging_per_second = config.aging_per_second;
-      options.kv_budget_bytes = static_cast<size_t>(config.l2_cache_size_mb) << 20;
-      options.kv_page_tokens = config.l2_page_tokens;
-      options.kv_dtype = config.kv_cache_dtype;
-      options.batch_timeout_ms = config.batch_timeout_ms;
-      options.queue_timeout_ms = config.queue_timeout_s * 1000;
-      options.debug_step_delay_ms = config.debug_step_delay_ms;
-      options.debug_fault = config.debug_fault;
-      options.prefix_cache = config.prefix_cache;
-      options.l1_window = config.l1_cache_size;
-      options.speculation.max_batch = config.speculative_max_batch;
-      if (config.l3_enabled) {
-        if (config.l3_device.empty())
-          k25::fail("config: l3_enabled needs flash_scheduler.l3_device");
-        options.l3_path = config.l3_device;
-        options.l3_page_size = static_cast<uint32_t>(config.l3_page_size);
-        options.l3_capacity_bytes = static_cast<uint64_t>(config.l3_cache_size_gb * (1 << 30));
-        options.l3_content_tag = model_file_tag(config.model_path);
-        options.l3_idle_seconds = config.l3_idle_seconds;
-      }
-      options.l3_session_prefetch = config.l3_prefetcher == "lru-k";
-      configure_shared_tier(config, options);
-      engine = std::make_unique<k25::Engine>(*model, options);
+      k25::EngineSetup setup = k25::engine_setup(config);
+      k25::finish_engine_setup(setup, config.model_path);
+      engine = std::make_unique<k25::Engine>(*model, setup.engine);
       if (!config.warmup.empty()) {
         api.set_warming_up();
         log_event(k25::concat("\"warmup_start\",\"prompts\":", config.warmup.size()));

@@ -9,14 +9,18 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "capi/engine_settings.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_metrics.h"
+#include "flash/flash_planner.h"
 #include "flash/request_hints.h"
 #include "k25.h"
+#include "kernels/kernel_table.h"
 #include "model/grammar.h"
 #include "model/json_schema_grammar.h"
 
@@ -36,7 +40,10 @@ struct RequestState {
   k25::GenerationEvent current;            // polled: the event last returned (owns its text)
   std::vector<int32_t> top_tokens;         // and its alternatives
   std::vector<float> top_logprobs;
+  std::string final_plan;       // and its plan's description
   bool finished_taken = false;  // polled: FINISHED was returned
+  // Positions the engine computed for it (k25_progress).
+  std::shared_ptr<std::atomic<int64_t>> progress = std::make_shared<std::atomic<int64_t>>(0);
 };
 
 char* copy_string(const std::string& s) {
@@ -49,9 +56,10 @@ void set_error(char** error, const std::string& message) {
   if (error) *error = copy_string(message);
 }
 
-// The C view of an event; its pointers point into `e` and the two vectors.
+// The C view of an event; its pointers point into `e`, the two vectors and `final_plan`.
 k25_event to_c_event(const k25::GenerationEvent& e, int64_t request_id,
-                     std::vector<int32_t>& top_tokens, std::vector<float>& top_logprobs) {
+                     std::vector<int32_t>& top_tokens, std::vector<float>& top_logprobs,
+                     std::string& final_plan) {
   k25_event event{};
   event.kind = e.kind == k25::GenerationEvent::Kind::Token ? K25_EVENT_TOKEN : K25_EVENT_FINISHED;
   event.request_id = request_id;
@@ -77,7 +85,42 @@ k25_event to_c_event(const k25::GenerationEvent& e, int64_t request_id,
   event.completion_tokens = e.completion_tokens;
   event.ttft_ms = e.ttft_ms;
   event.total_ms = e.total_ms;
+  event.matched_stop = e.matched_stop.c_str();
+  event.queue_timeout = e.queue_timeout ? 1 : 0;
+  event.cached_tokens_disk = e.cached_tokens_disk;
+  event.cached_tokens_shared = e.cached_tokens_shared;
+  event.adaptive_decisions = e.adaptive_decisions;
+  final_plan = e.final_plan ? e.final_plan->describe() : "full";
+  event.final_plan = final_plan.c_str();
+  event.drafted_tokens = e.drafted_tokens;
+  event.accepted_tokens = e.accepted_tokens;
+  event.embedding = e.embedding.empty() ? nullptr : e.embedding.data();
+  event.n_embedding = e.embedding.size();
   return event;
+}
+
+// Why a request was refused, for k25_submit_info (the message goes to `error`).
+struct Refusal : k25::Error {
+  Refusal(k25_status status_, const std::string& message) : k25::Error(message), status(status_) {}
+  k25_status status;
+};
+
+[[noreturn]] void refuse(k25_status status, const std::string& message) {
+  throw Refusal(status, message);
+}
+
+k25_status submit_status(k25::SubmitStatus status) {
+  switch (status) {
+    case k25::SubmitStatus::Accepted:
+      return K25_OK;
+    case k25::SubmitStatus::QueueFull:
+      return K25_QUEUE_FULL;
+    case k25::SubmitStatus::ShuttingDown:
+      return K25_SHUTTING_DOWN;
+    case k25::SubmitStatus::Invalid:
+      return K25_INVALID_REQUEST;
+  }
+  return K25_FAILED;
 }
 
 }  // namespace
@@ -85,7 +128,11 @@ k25_event to_c_event(const k25::GenerationEvent& e, int64_t request_id,
 struct k25_engine {
   std::unique_ptr<k25::Model> model;
   std::unique_ptr<k25::Engine> engine;
+  std::unique_ptr<k25::FlashPlanner> flash;  // fingerprint and compute plan (R-FP, R-PR)
+  bool adaptive_pruning = true;              // Level 3 for requests with a pruned plan
+  k25::SpeculativeMode speculative = k25::SpeculativeMode::kOff;  // requests' default
   std::mutex mutex;
+  std::set<std::string, std::less<>> domains;  // k25_submit_info.domain points into it
   std::unordered_map<int64_t, std::shared_ptr<RequestState>> requests;
   std::deque<int64_t> finished;  // oldest first, at most kFinishedKept
 
@@ -103,7 +150,99 @@ struct k25_engine {
     auto it = requests.find(id);
     return it == requests.end() ? nullptr : it->second;
   }
+  const char* interned_domain(const std::string& domain) {
+    std::lock_guard lock(mutex);
+    return domains.insert(domain).first->c_str();
+  }
 };
+
+namespace {
+
+std::vector<int32_t> token_array(const int32_t* tokens, size_t n, int n_vocab, const char* what) {
+  if (n > 0 && !tokens) k25::fail("k25_submit: ", what, " is NULL");
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      k25::fail("k25_submit: ", what, "[", i, "] = ", tokens[i], " is not a token id (", n_vocab,
+                " in the vocabulary)");
+    }
+  }
+  return std::vector<int32_t>(tokens, tokens + n);
+}
+
+// The engine's request for a C one (everything but the compute plan). Throws k25::Error.
+k25::GenerationRequest to_generation_request(const k25_engine& engine, const k25_request& c) {
+  const k25::Tokenizer& tokenizer = engine.model->tokenizer();
+  const int n_vocab = tokenizer.n_vocab();
+  k25::GenerationRequest r;
+  if (c.prompt) {
+    r.prompt = tokenizer.encode(c.prompt, c.add_special != 0, true);
+  } else if (c.prompt_tokens && c.n_prompt_tokens > 0) {
+    r.prompt = token_array(c.prompt_tokens, c.n_prompt_tokens, n_vocab, "prompt_tokens");
+  } else {
+    k25::fail("k25_submit: a prompt (text or tokens) is required");
+  }
+  r.max_tokens = c.max_tokens;
+  k25::SamplingParams& sampling = r.sampling;
+  sampling.temperature = c.temperature;
+  sampling.top_p = c.top_p;
+  sampling.top_k = c.top_k;
+  sampling.min_p = c.min_p;
+  sampling.repeat_penalty = c.repeat_penalty;
+  sampling.repeat_last_n = c.repeat_last_n;
+  sampling.presence_penalty = c.presence_penalty;
+  sampling.frequency_penalty = c.frequency_penalty;
+  if (c.n_logit_bias > 0 && !c.logit_bias_values)
+    k25::fail("k25_submit: logit_bias_values is NULL");
+  const std::vector<int32_t> biased =
+      token_array(c.logit_bias_tokens, c.n_logit_bias, n_vocab, "logit_bias_tokens");
+  for (size_t i = 0; i < biased.size(); ++i) {
+    sampling.logit_bias.emplace_back(biased[i], c.logit_bias_values[i]);
+  }
+  if (c.has_seed) sampling.seed = c.seed;
+  if (c.n_stop > 0 && !c.stop) k25::fail("k25_submit: stop is NULL");
+  for (size_t i = 0; i < c.n_stop; ++i) {
+    if (!c.stop[i] || !*c.stop[i]) k25::fail("k25_submit: empty stop string");
+    r.stop.emplace_back(c.stop[i]);
+  }
+  r.stop_tokens = token_array(c.stop_tokens, c.n_stop_tokens, n_vocab, "stop_tokens");
+  k25::LatencySla sla = k25::LatencySla::Silver;
+  if (c.latency_sla) {
+    std::optional<k25::LatencySla> given = k25::parse_latency_sla(c.latency_sla);
+    if (!given) {
+      k25::fail("k25_submit: latency_sla must be gold, silver or bronze, got '", c.latency_sla,
+                "'");
+    }
+    sla = *given;
+  }
+  r.priority = k25::sla_priority(sla);
+  r.ignore_eos = c.ignore_eos != 0;
+  if (c.top_logprobs > 20) k25::fail("k25_submit: top_logprobs is at most 20");
+  r.top_logprobs = c.top_logprobs < 0 ? -1 : c.top_logprobs;
+  if (c.session_id) r.session_id = c.session_id;
+  if (c.grammar && c.json_schema) k25::fail("k25_submit: give grammar or json_schema, not both");
+  if (c.grammar) r.grammar = k25::compile_gbnf(c.grammar);
+  if (c.json_schema) {
+    const auto schema = nlohmann::ordered_json::parse(c.json_schema, nullptr, false);
+    if (schema.is_discarded()) k25::fail("k25_submit: json_schema is not JSON");
+    r.grammar = k25::compile_json_schema(schema);
+  }
+  r.speculative = engine.speculative;
+  if (c.speculative) {
+    const std::optional<k25::SpeculativeMode> mode = k25::parse_speculative_mode(c.speculative);
+    if (!mode)
+      k25::fail("k25_submit: speculative must be off, ngram or auto, got '", c.speculative, "'");
+    r.speculative = *mode;
+  }
+  if (c.embedding) {
+    r.embedding = k25::parse_pooling(c.embedding);
+    if (!r.embedding) {
+      k25::fail("k25_submit: embedding must be mean, cls or last, got '", c.embedding, "'");
+    }
+  }
+  return r;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -132,6 +271,10 @@ void k25_request_init(k25_request* request) {
   request->top_k = defaults.top_k;
   request->min_p = defaults.min_p;
   request->repeat_penalty = defaults.repeat_penalty;
+  request->repeat_last_n = defaults.repeat_last_n;
+  request->presence_penalty = defaults.presence_penalty;
+  request->frequency_penalty = defaults.frequency_penalty;
+  request->pruning = 1;
 }
 
 k25_engine* k25_load(const char* model_path, const k25_engine_options* options, char** error) {
@@ -145,14 +288,23 @@ k25_engine* k25_load(const char* model_path, const k25_engine_options* options, 
                 sizeof(k25_engine_options), " (built against another k25.h; use ",
                 "k25_engine_options_init)");
     }
-    k25::EngineOptions engine_options;
-    engine_options.n_threads = o.n_threads;
-    engine_options.max_batch_size = o.max_batch_size > 0 ? o.max_batch_size : 24;
-    engine_options.max_queue = o.max_queue >= 0 ? o.max_queue : 256;
-    engine_options.context_size = o.context_size;
+    k25::EngineSetup setup;
+    setup.engine.n_threads = o.n_threads;
+    setup.engine.max_batch_size = o.max_batch_size > 0 ? o.max_batch_size : 24;
+    setup.engine.max_queue = o.max_queue >= 0 ? o.max_queue : 256;
+    setup.engine.context_size = o.context_size;
+    for (size_t i = 0; i < o.n_settings; ++i) {
+      if (!o.settings || !o.settings[i]) k25::fail("k25_load: settings[", i, "] is NULL");
+      k25::apply_engine_setting(setup, o.settings[i]);
+    }
+    k25::finish_engine_setup(setup, model_path);
     auto handle = std::make_unique<k25_engine>();
     handle->model = k25::Model::load(model_path);
-    handle->engine = std::make_unique<k25::Engine>(*handle->model, engine_options);
+    handle->flash =
+        std::make_unique<k25::FlashPlanner>(handle->model->config(), model_path, setup.flash);
+    handle->adaptive_pruning = setup.flash.adaptive;
+    handle->speculative = setup.speculative;
+    handle->engine = std::make_unique<k25::Engine>(*handle->model, setup.engine);
     return handle.release();
   } catch (const std::exception& e) {
     set_error(error, e.what());
@@ -160,75 +312,68 @@ k25_engine* k25_load(const char* model_path, const k25_engine_options* options, 
   }
 }
 
+void k25_submit_info_init(k25_submit_info* info) {
+  std::memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+}
+
 int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_callback callback,
-                   void* user_data, char** error) {
+                   void* user_data, k25_submit_info* info, char** error) {
+  if (info && info->struct_size != sizeof(k25_submit_info)) {
+    set_error(error, k25::concat("k25_submit: info.struct_size is ", info->struct_size,
+                                 ", this library's is ", sizeof(k25_submit_info),
+                                 " (use k25_submit_info_init)"));
+    return 0;
+  }
+  const auto refused = [&](k25_status status, const std::string& message) -> int64_t {
+    if (info) info->status = status;
+    set_error(error, message);
+    return 0;
+  };
   try {
-    if (!engine || !request) k25::fail("k25_submit: engine and request are required");
+    if (!engine || !request)
+      refuse(K25_INVALID_REQUEST, "k25_submit: engine and request are required");
     if (request->struct_size != sizeof(k25_request)) {
-      k25::fail("k25_submit: request.struct_size is ", request->struct_size, ", this library's is ",
-                sizeof(k25_request), " (built against another k25.h; use k25_request_init)");
+      refuse(K25_INVALID_REQUEST,
+             k25::concat("k25_submit: request.struct_size is ", request->struct_size,
+                         ", this library's is ", sizeof(k25_request),
+                         " (built against another k25.h; use k25_request_init)"));
     }
-    k25::GenerationRequest r;
-    if (request->prompt) {
-      r.prompt =
-          engine->model->tokenizer().encode(request->prompt, request->add_special != 0, true);
-    } else if (request->prompt_tokens && request->n_prompt_tokens > 0) {
-      const int n_vocab = engine->model->tokenizer().n_vocab();
-      for (size_t i = 0; i < request->n_prompt_tokens; ++i) {
-        const int32_t token = request->prompt_tokens[i];
-        if (token < 0 || token >= n_vocab) {
-          k25::fail("k25_submit: prompt_tokens[", i, "] = ", token, " is not a token id (", n_vocab,
-                    " in the vocabulary)");
-        }
-        r.prompt.push_back(token);
+    k25::GenerationRequest r = to_generation_request(*engine, *request);
+    // R-FP / R-PR: the fingerprint and compute plan, before the engine sees the request.
+    k25::FingerprintInput fingerprint;
+    fingerprint.prompt_text = request->fingerprint_text ? request->fingerprint_text
+                              : request->prompt         ? request->prompt
+                                                        : "";
+    fingerprint.prompt_tokens = static_cast<int>(r.prompt.size());
+    fingerprint.max_tokens = r.max_tokens;
+    if (request->response_length > 0) fingerprint.response_length_hint = request->response_length;
+    fingerprint.priority = r.priority;
+    if (request->domain_hint) {
+      if (!engine->flash->knows_domain(request->domain_hint)) {
+        refuse(K25_UNKNOWN_DOMAIN,
+               k25::concat("k25_submit: gate not found for domain '", request->domain_hint, "'"));
       }
-    } else {
-      k25::fail("k25_submit: a prompt (text or tokens) is required");
+      fingerprint.domain_hint = request->domain_hint;
+      fingerprint.domain_given = true;
     }
-    r.max_tokens = request->max_tokens;
-    r.sampling.temperature = request->temperature;
-    r.sampling.top_p = request->top_p;
-    r.sampling.top_k = request->top_k;
-    r.sampling.min_p = request->min_p;
-    r.sampling.repeat_penalty = request->repeat_penalty;
-    if (request->has_seed) r.sampling.seed = request->seed;
-    for (size_t i = 0; i < request->n_stop; ++i) {
-      if (!request->stop[i] || !*request->stop[i]) k25::fail("k25_submit: empty stop string");
-      r.stop.emplace_back(request->stop[i]);
-    }
-    k25::LatencySla sla = k25::LatencySla::Silver;
-    if (request->latency_sla) {
-      std::optional<k25::LatencySla> given = k25::parse_latency_sla(request->latency_sla);
-      if (!given) {
-        k25::fail("k25_submit: latency_sla must be gold, silver or bronze, got '",
-                  request->latency_sla, "'");
-      }
-      sla = *given;
-    }
-    r.priority = k25::sla_priority(sla);
-    if (request->domain_hint && !k25::is_known_domain(request->domain_hint)) {
-      k25::fail("k25_submit: gate not found for domain '", request->domain_hint, "'");
-    }
-    r.ignore_eos = request->ignore_eos != 0;
-    if (request->top_logprobs > 20) k25::fail("k25_submit: top_logprobs is at most 20");
-    r.top_logprobs = request->top_logprobs < 0 ? -1 : request->top_logprobs;
-    if (request->session_id) r.session_id = request->session_id;
-    if (request->grammar && request->json_schema) {
-      k25::fail("k25_submit: give grammar or json_schema, not both");
-    }
-    if (request->grammar) r.grammar = k25::compile_gbnf(request->grammar);
-    if (request->json_schema) {
-      const auto schema = nlohmann::ordered_json::parse(request->json_schema, nullptr, false);
-      if (schema.is_discarded()) k25::fail("k25_submit: json_schema is not JSON");
-      r.grammar = k25::compile_json_schema(schema);
-    }
+    const bool plannable = !r.embedding;  // embeddings run the whole model
+    const k25::FlashResult flash =
+        engine->flash->plan(fingerprint, request->pruning == 0 || !plannable);
+    r.plan = flash.decision.plan;
+    r.adaptive_pruning = engine->adaptive_pruning && flash.decision.level > 0;
 
     auto state = std::make_shared<RequestState>();
     state->polled = callback == nullptr;
+    r.progress = state->progress;
     // The id is known only once submit returns; events name it from the shared slot.
     auto id_slot = std::make_shared<std::atomic<int64_t>>(0);
-    auto on_event = [engine, callback, user_data, state, id_slot](const k25::GenerationEvent& e) {
+    auto on_event = [engine, callback, user_data, state, id_slot,
+                     decision = flash.decision](const k25::GenerationEvent& e) {
       const bool finished = e.kind == k25::GenerationEvent::Kind::Finished;
+      if (finished) {
+        engine->flash->record_finished(decision, e.prompt_tokens + e.completion_tokens);
+      }
       if (state->polled) {
         std::lock_guard lock(state->mutex);
         state->queue.push_back(e);
@@ -244,7 +389,8 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
       }
       std::vector<int32_t> top_tokens;
       std::vector<float> top_logprobs;
-      const k25_event event = to_c_event(e, id, top_tokens, top_logprobs);
+      std::string final_plan;
+      const k25_event event = to_c_event(e, id, top_tokens, top_logprobs, final_plan);
       callback(&event, user_data);
       if (!finished) return;
       {
@@ -254,19 +400,54 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
       }
       engine->retire(id);
     };
+    const int n_prompt = static_cast<int>(r.prompt.size());
     // Registered under the map's lock, so a k25_wait right after submit finds the id even when
     // the engine finishes first (its FINISHED callback waits for the lock to retire it).
-    std::lock_guard lock(engine->mutex);
-    k25::SubmitResult result = engine->engine->submit(std::move(r), on_event);
-    if (result.status != k25::SubmitStatus::Accepted) k25::fail("k25_submit: ", result.message);
-    const int64_t id = static_cast<int64_t>(result.id);
-    id_slot->store(id);
-    engine->requests[id] = state;
+    int64_t id = 0;
+    {
+      std::lock_guard lock(engine->mutex);
+      k25::SubmitResult result = engine->engine->submit(std::move(r), on_event);
+      if (result.status != k25::SubmitStatus::Accepted) {
+        refuse(submit_status(result.status), "k25_submit: " + result.message);
+      }
+      id = static_cast<int64_t>(result.id);
+      id_slot->store(id);
+      engine->requests[id] = state;
+    }
+    if (info) {
+      info->status = K25_OK;
+      info->domain = engine->interned_domain(flash.fingerprint.domain);
+      info->flash_level = flash.decision.level;
+      info->compute_saved = flash.decision.compute_saved;
+      info->plan = copy_string(flash.decision.plan ? flash.decision.plan->describe() : "full");
+      info->prompt_tokens = n_prompt;
+    }
     return id;
+  } catch (const Refusal& e) {
+    return refused(e.status, e.what());
+  } catch (const k25::Error& e) {
+    return refused(K25_INVALID_REQUEST, e.what());
   } catch (const std::exception& e) {
-    set_error(error, e.what());
-    return 0;
+    return refused(K25_FAILED, e.what());
   }
+}
+
+int64_t k25_progress(k25_engine* engine, int64_t request_id) {
+  if (!engine) return -1;
+  std::shared_ptr<RequestState> state = engine->find(request_id);
+  return state ? state->progress->load(std::memory_order_relaxed) : -1;
+}
+
+int k25_n_active(k25_engine* engine) {
+  return engine ? static_cast<int>(engine->engine->n_active()) : 0;
+}
+
+void k25_cancel_all(k25_engine* engine) {
+  if (engine) engine->engine->cancel_all();
+}
+
+int k25_knows_domain(const k25_engine* engine, const char* domain) {
+  return engine && domain && engine->flash->knows_domain(domain) ? 1 : 0;
 }
 
 void k25_cancel(k25_engine* engine, int64_t request_id) {
@@ -308,7 +489,8 @@ int k25_next_event(k25_engine* engine, int64_t request_id, k25_event* event, int
     }
     state->current = std::move(state->queue.front());
     state->queue.pop_front();
-    *event = to_c_event(state->current, request_id, state->top_tokens, state->top_logprobs);
+    *event = to_c_event(state->current, request_id, state->top_tokens, state->top_logprobs,
+                        state->final_plan);
     finished = state->current.kind == k25::GenerationEvent::Kind::Finished;
     state->finished_taken = finished;
   }
@@ -322,6 +504,19 @@ int k25_n_vocab(const k25_engine* engine) {
 
 int k25_context_size(const k25_engine* engine) {
   return engine ? engine->engine->context_size() : 0;
+}
+
+int k25_get_model_info(const k25_engine* engine, k25_model_info* info) {
+  if (!engine || !info || info->struct_size != sizeof(k25_model_info)) return -1;
+  const k25::ModelConfig& c = engine->model->config();
+  info->architecture = k25::arch_name(c.arch);
+  info->n_vocab = c.n_vocab;
+  info->context_length = c.context_length;
+  info->dim = c.dim;
+  info->n_layers = c.n_layers;
+  info->n_heads = c.n_heads;
+  info->isa = k25::kernels().isa;
+  return 0;
 }
 
 int64_t k25_tokenize(const k25_engine* engine, const char* text, int add_special, int32_t* tokens,
@@ -357,7 +552,8 @@ char* k25_detokenize(const k25_engine* engine, const int32_t* tokens, size_t n, 
 
 char* k25_metrics(k25_engine* engine) {
   if (!engine) return nullptr;
-  return copy_string(k25::render_engine_metrics(engine->engine->stats()));
+  return copy_string(k25::render_engine_metrics(engine->engine->stats()) +
+                     engine->flash->render_metrics());
 }
 
 void k25_free_string(char* text) {

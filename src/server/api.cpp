@@ -10,6 +10,7 @@
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/auth.h"
+#include "server/engine_config.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
 #include "server/static_files.h"
@@ -143,15 +144,8 @@ void Api::set_warmup_report(const WarmupReport& report) {
 void Api::set_engine(Engine* engine) {
   const Model& model = engine->model();
   model_name_ = model_name_of(model, config_.model_path);
-  FlashOptions flash;
-  flash.pruning_enabled = config_.pruning;
-  flash.adaptive = config_.adaptive_pruning;
-  flash.rule_mode = config_.rule_pruning;
-  flash.rule.max_prompt_tokens = config_.rule_max_prompt_tokens;
-  flash.rule.max_response_tokens = config_.rule_max_response_tokens;
-  flash.rule.ffn_skip_fraction = config_.rule_ffn_skip_fraction;
-  flash.simhash_max_distance = config_.simhash_max_distance;
-  flash.metadata_dir = config_.flash_metadata;
+  // The Flash options as the engine's settings name them (server/engine_config.h).
+  const FlashOptions flash = engine_setup(config_).flash;
   flash_ = std::make_unique<FlashPlanner>(model.config(), config_.model_path, flash);
   defaults_.sampling.temperature = static_cast<float>(config_.temperature);
   defaults_.sampling.top_p = static_cast<float>(config_.top_p);
