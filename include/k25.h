@@ -26,6 +26,11 @@ int k25_abi_version(void);
 
 typedef struct k25_engine k25_engine;
 
+/* The kernel set k25 runs on this CPU ("avx512", "avx2", ...): the best one it has, or the one
+ * the K25_ISA environment variable names; NULL when K25_ISA names a set this CPU cannot run
+ * (*error says which feature is missing). k25_load fails the same way. */
+const char* k25_kernel_isa(char** error);
+
 typedef struct k25_engine_options {
   size_t struct_size; /* sizeof(k25_engine_options), set by k25_engine_options_init */
   int n_threads;      /* compute threads; <= 0: all cores */
@@ -42,6 +47,11 @@ typedef struct k25_engine_options {
 
 /* Fills in the defaults above. */
 void k25_engine_options_init(k25_engine_options* options);
+
+/* Whether k25_load would accept one "key=value" setting: 0, or -1 with *error naming the key and
+ * the problem ("setting <key>: ..."). Lets a program refuse a bad configuration before loading
+ * a model. */
+int k25_check_setting(const char* setting, char** error);
 
 typedef struct k25_request {
   size_t struct_size;           /* sizeof(k25_request), set by k25_request_init */
@@ -127,6 +137,7 @@ typedef struct k25_event {
   size_t text_len;
   /* TOKEN with top_logprobs >= 0: the token's log-probability and n_top alternatives (token
      ids and log-probabilities, most likely first); n_top 0 otherwise. Valid as text is. */
+  int has_logprob; /* 1 when logprob (and the alternatives) are set */
   float logprob;
   int n_top;
   const int32_t* top_tokens;
@@ -200,13 +211,15 @@ int k25_context_size(const k25_engine* engine);
 
 typedef struct k25_model_info {
   size_t struct_size;       /* sizeof(k25_model_info), set by the caller */
-  const char* architecture; /* "llama", "qwen3", ... (the engine's storage) */
+  const char* name;         /* the model's name (GGUF general.name); "" when it has none */
+  const char* architecture; /* "llama", "qwen3", ... (strings: the engine's storage) */
   int n_vocab;
   int context_length; /* the context it was trained with */
   int dim;            /* embedding width */
   int n_layers;
   int n_heads;
-  const char* isa; /* the kernel set chosen for this CPU: "avx512", "avx2", ... */
+  const char* pooling; /* how an embedding request pools by default: "mean", "cls" or "last" */
+  const char* isa;     /* the kernel set chosen for this CPU: "avx512", "avx2", ... */
 } k25_model_info;
 
 /* Fills *info: 0, or -1 (engine NULL, or a struct_size this library does not know). */

@@ -15,13 +15,13 @@
 #include <thread>
 
 #include "core/error.h"
-#include "engine/engine.h"
-#include "kernels/kernel_table.h"
+#include "k25.h"
 #include "server/api.h"
 #include "server/command_line.h"
 #include "server/engine_config.h"
 #include "server/http_server.h"
 #include "server/warmup.h"
+#include "tokenizer/model_tokenizer.h"
 
 namespace {
 
@@ -66,7 +66,13 @@ int run(const k25::ServerConfig& config) {
   if (config.model_path.empty()) {
     k25::fail("no model: set model.path in the config file or pass --model PATH");
   }
-  const char* isa = k25::kernels().isa;  // first: a K25_ISA the CPU cannot run is an error
+  char* isa_error = nullptr;
+  const char* isa = k25_kernel_isa(&isa_error);  // first: a K25_ISA the CPU cannot run is an error
+  if (!isa) {
+    const std::string message = isa_error;
+    k25_free_string(isa_error);
+    k25::fail(message);
+  }
   raise_file_limit();
   // Signals are taken by sigwait() in this thread only; every thread started below inherits
   // the blocked mask.
@@ -78,6 +84,10 @@ int run(const k25::ServerConfig& config) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // The engine, reached through the C API only (R-API6), and the model's tokenizer for the front
+  // end; both outlive the API that serves them.
+  k25_engine* engine = nullptr;
+  std::unique_ptr<k25::Tokenizer> tokenizer;
   k25::Api api(config);
   k25::HttpServerOptions http;
   http.host = config.host;
@@ -96,31 +106,40 @@ int run(const k25::ServerConfig& config) {
   log_event(k25::concat("\"listening\",\"host\":\"", config.host, "\",\"port\":", server.port(),
                         ",\"max_connections\":", http.max_connections, ",\"isa\":\"", isa, "\""));
 
-  std::unique_ptr<k25::Model> model;
-  std::unique_ptr<k25::Engine> engine;
   std::string load_error;
   std::thread loader([&] {
     try {
       auto start = Clock::now();
-      model = k25::Model::load(config.model_path);
-      k25::EngineSetup setup = k25::engine_setup(config);
-      k25::finish_engine_setup(setup, config.model_path);
-      engine = std::make_unique<k25::Engine>(*model, setup.engine);
+      const std::vector<std::string> settings = k25::engine_settings(config);
+      std::vector<const char*> setting_ptrs;
+      for (const std::string& setting : settings) setting_ptrs.push_back(setting.c_str());
+      k25_engine_options options;
+      k25_engine_options_init(&options);
+      options.settings = setting_ptrs.data();
+      options.n_settings = setting_ptrs.size();
+      char* error = nullptr;
+      engine = k25_load(config.model_path.c_str(), &options, &error);
+      if (!engine) {
+        const std::string message = error;
+        k25_free_string(error);
+        k25::fail(message);
+      }
+      tokenizer = k25::load_model_tokenizer(config.model_path);
       if (!config.warmup.empty()) {
         api.set_warming_up();
         log_event(k25::concat("\"warmup_start\",\"prompts\":", config.warmup.size()));
-        k25::WarmupReport report =
-            k25::run_warmup(*engine, config.warmup, config.warmup_max_tokens);
+        k25::EngineClient client(engine, *tokenizer);
+        k25::WarmupReport report = k25::run_warmup(client, config.warmup, config.warmup_max_tokens);
         api.set_warmup_report(report);
         log_event(k25::concat("\"warmup_done\",\"prompts\":", report.requests,
                               ",\"prompt_tokens\":", report.prompt_tokens,
                               ",\"completion_tokens\":", report.completion_tokens,
                               ",\"warmup_ms\":", report.seconds * 1000));
       }
-      api.set_engine(engine.get());
+      api.set_engine(engine, *tokenizer);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       log_event(k25::concat("\"ready\",\"model\":\"", config.model_path, "\",\"load_ms\":", ms,
-                            ",\"context_size\":", engine->context_size()));
+                            ",\"context_size\":", k25_context_size(engine)));
     } catch (const std::exception& e) {
       load_error = e.what();
       kill(getpid(), SIGUSR1);
@@ -132,6 +151,7 @@ int run(const k25::ServerConfig& config) {
   if (signal_number == SIGUSR1) {
     loader.join();
     server.stop();
+    k25_free(engine);
     std::cerr << "error: " << load_error << "\n";
     return 1;
   }
@@ -142,15 +162,16 @@ int run(const k25::ServerConfig& config) {
   loader.join();  // a model still loading finishes loading; nothing is served from it
   const auto deadline = Clock::now() + std::chrono::seconds(config.shutdown_timeout_s);
   bool finished = wait_until(
-      [&] { return (!engine || engine->n_active() == 0) && server.n_in_flight() == 0; }, deadline);
+      [&] { return (!engine || k25_n_active(engine) == 0) && server.n_in_flight() == 0; },
+      deadline);
   if (!finished && engine) {
-    log_event(k25::concat("\"cancelling\",\"requests\":", engine->n_active()));
-    engine->cancel_all();
+    log_event(k25::concat("\"cancelling\",\"requests\":", k25_n_active(engine)));
+    k25_cancel_all(engine);
     // Cancelled streams still send their last chunk; give them a moment.
     wait_until([&] { return server.n_in_flight() == 0; }, Clock::now() + std::chrono::seconds(5));
   }
   server.stop();
-  if (engine) engine->shutdown();
+  k25_free(engine);
   log_event("\"stopped\"");
   return 0;
 }

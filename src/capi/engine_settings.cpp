@@ -79,11 +79,11 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"engine.debug_step_delay_ms",
        [](S& s, V v, K k) { s.engine.debug_step_delay_ms = int_value(v, k, 0, 600000); }},
       {"engine.debug_fault",
-       [](S& s, V v, K k) {
+       [](S& s, V v, K) {
          try {
            parse_step_fault(std::string(v));  // a bad spec stops the start
          } catch (const Error& e) {
-           fail("setting ", k, ": ", e.what());
+           fail("setting engine.", e.what());  // "debug_fault '<spec>': ..."
          }
          s.engine.debug_fault = std::string(v);
        }},
@@ -125,7 +125,15 @@ const std::map<std::string, Setter, std::less<>>& setters() {
        [](S& s, V v, K k) {
          s.l3_backend = one_of(v, k, {"disk", "redis", "disk+redis"});
        }},
-      {"flash_scheduler.redis_url", [](S& s, V v, K) { s.redis_url = std::string(v); }},
+      {"flash_scheduler.redis_url",
+       [](S& s, V v, K) {
+         try {
+           if (!v.empty()) parse_redis_url(v);  // "": no shared tier
+         } catch (const Error& e) {
+           fail("setting flash_scheduler.", e.what());  // "redis_url: ..."
+         }
+         s.redis_url = std::string(v);
+       }},
       {"flash_scheduler.redis_password", [](S& s, V v, K) { s.redis_password = std::string(v); }},
       {"flash_scheduler.redis_connect_timeout_ms",
        [](S& s, V v, K k) {

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capi/engine_handle.h"
 #include "capi/engine_settings.h"
 #include "core/error.h"
 #include "engine/engine.h"
@@ -69,6 +70,7 @@ k25_event to_c_event(const k25::GenerationEvent& e, int64_t request_id,
   top_tokens.clear();
   top_logprobs.clear();
   if (e.logprobs) {
+    event.has_logprob = 1;
     event.logprob = e.logprobs->logprob;
     for (const auto& [token, logprob] : e.logprobs->top) {
       top_tokens.push_back(token);
@@ -126,7 +128,8 @@ k25_status submit_status(k25::SubmitStatus status) {
 }  // namespace
 
 struct k25_engine {
-  std::unique_ptr<k25::Model> model;
+  std::unique_ptr<k25::Model> owned_model;  // k25_load's; null around a caller's model
+  k25::Model* model = nullptr;
   std::unique_ptr<k25::Engine> engine;
   std::unique_ptr<k25::FlashPlanner> flash;  // fingerprint and compute plan (R-FP, R-PR)
   bool adaptive_pruning = true;              // Level 3 for requests with a pruned plan
@@ -244,10 +247,38 @@ k25::GenerationRequest to_generation_request(const k25_engine& engine, const k25
 
 }  // namespace
 
+namespace k25 {
+
+k25_engine* engine_handle_around(Model& model, const EngineSetup& setup,
+                                 const std::string& model_path) {
+  auto handle = std::make_unique<k25_engine>();
+  handle->model = &model;
+  handle->flash = std::make_unique<FlashPlanner>(model.config(), model_path, setup.flash);
+  handle->adaptive_pruning = setup.flash.adaptive;
+  handle->speculative = setup.speculative;
+  handle->engine = std::make_unique<Engine>(model, setup.engine);
+  return handle.release();
+}
+
+Engine& engine_behind(k25_engine* handle) {
+  return *handle->engine;
+}
+
+}  // namespace k25
+
 extern "C" {
 
 int k25_abi_version(void) {
   return K25_ABI_VERSION;
+}
+
+const char* k25_kernel_isa(char** error) {
+  try {
+    return k25::kernels().isa;
+  } catch (const std::exception& e) {
+    set_error(error, e.what());
+    return nullptr;
+  }
 }
 
 void k25_engine_options_init(k25_engine_options* options) {
@@ -257,6 +288,18 @@ void k25_engine_options_init(k25_engine_options* options) {
   options->max_batch_size = 24;
   options->max_queue = 256;
   options->context_size = 0;
+}
+
+int k25_check_setting(const char* setting, char** error) {
+  try {
+    if (!setting) k25::fail("k25_check_setting: setting is NULL");
+    k25::EngineSetup scratch;
+    k25::apply_engine_setting(scratch, setting);
+    return 0;
+  } catch (const std::exception& e) {
+    set_error(error, e.what());
+    return -1;
+  }
 }
 
 void k25_request_init(k25_request* request) {
@@ -298,14 +341,10 @@ k25_engine* k25_load(const char* model_path, const k25_engine_options* options, 
       k25::apply_engine_setting(setup, o.settings[i]);
     }
     k25::finish_engine_setup(setup, model_path);
-    auto handle = std::make_unique<k25_engine>();
-    handle->model = k25::Model::load(model_path);
-    handle->flash =
-        std::make_unique<k25::FlashPlanner>(handle->model->config(), model_path, setup.flash);
-    handle->adaptive_pruning = setup.flash.adaptive;
-    handle->speculative = setup.speculative;
-    handle->engine = std::make_unique<k25::Engine>(*handle->model, setup.engine);
-    return handle.release();
+    std::unique_ptr<k25::Model> model = k25::Model::load(model_path);
+    k25_engine* handle = k25::engine_handle_around(*model, setup, model_path);
+    handle->owned_model = std::move(model);
+    return handle;
   } catch (const std::exception& e) {
     set_error(error, e.what());
     return nullptr;
@@ -509,12 +548,14 @@ int k25_context_size(const k25_engine* engine) {
 int k25_get_model_info(const k25_engine* engine, k25_model_info* info) {
   if (!engine || !info || info->struct_size != sizeof(k25_model_info)) return -1;
   const k25::ModelConfig& c = engine->model->config();
+  info->name = c.name.c_str();
   info->architecture = k25::arch_name(c.arch);
   info->n_vocab = c.n_vocab;
   info->context_length = c.context_length;
   info->dim = c.dim;
   info->n_layers = c.n_layers;
   info->n_heads = c.n_heads;
+  info->pooling = k25::pooling_name(c.pooling);
   info->isa = k25::kernels().isa;
   return 0;
 }

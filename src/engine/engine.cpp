@@ -10,20 +10,6 @@
 
 namespace k25 {
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::Stop:
-      return "stop";
-    case FinishReason::Length:
-      return "length";
-    case FinishReason::Cancelled:
-      return "cancelled";
-    case FinishReason::Error:
-      return "error";
-  }
-  return "error";
-}
-
 namespace {
 int resolve_context(const Model& model, const EngineOptions& o) {
   const int model_context = model.config().context_length;

@@ -6,11 +6,6 @@
 
 namespace k25 {
 
-void prometheus_header(std::ostringstream& out, const char* name, const char* type,
-                       const char* help) {
-  out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
-}
-
 namespace {
 
 void histogram(std::ostringstream& out, const char* name, const char* help, const Histogram& h) {

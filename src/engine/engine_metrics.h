@@ -5,14 +5,11 @@
 #include <sstream>
 #include <string>
 
+#include "core/prometheus_text.h"
 #include "engine/engine_stats.h"
 
 namespace k25 {
 
 std::string render_engine_metrics(const EngineStats& engine);
-
-// The "# HELP" and "# TYPE" lines of one metric.
-void prometheus_header(std::ostringstream& out, const char* name, const char* type,
-                       const char* help);
 
 }  // namespace k25

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/finish_reason.h"
 #include "engine/speculation.h"
 #include "model/compute_plan.h"
 #include "model/grammar.h"
@@ -19,10 +20,6 @@
 namespace k25 {
 
 using RequestId = uint64_t;
-
-enum class FinishReason { Stop, Length, Cancelled, Error };
-// "stop", "length", "cancelled", "error" (the first two are OpenAI's finish_reason values).
-const char* finish_reason_name(FinishReason reason);
 
 struct GenerationRequest {
   std::vector<TokenId> prompt;  // must be non-empty

@@ -33,8 +33,4 @@ std::optional<LatencySla> parse_latency_sla(std::string_view text) {
   return std::nullopt;
 }
 
-bool is_known_domain(std::string_view domain) {
-  return domain == "default";
-}
-
 }  // namespace k25

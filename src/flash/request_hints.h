@@ -25,7 +25,4 @@ struct FlashHints {
   bool domain_given = false;
 };
 
-// Domains with a gate; only "default" until gated pruning lands.
-bool is_known_domain(std::string_view domain);
-
 }  // namespace k25

@@ -1,23 +1,15 @@
 #include "model/model.h"
 
-#include <filesystem>
-
 #include "core/error.h"
+#include "formats/model_location.h"
 #include "model/transformer.h"
 
 namespace k25 {
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
-    // A k25-convert output directory: config.json + model.gguf + k25_metadata/.
-    const std::string gguf = (std::filesystem::path(path) / "model.gguf").string();
-    if (std::filesystem::exists(gguf, ec))
-      return std::make_unique<Transformer>(load_gguf_model(gguf));
-    return std::make_unique<Transformer>(load_hf_model(path));
-  }
-  if (!std::filesystem::exists(path, ec)) fail(path, ": no such file or directory");
-  return std::make_unique<Transformer>(load_gguf_model(path));
+  const ModelLocation location = locate_model(path);
+  if (!location.gguf.empty()) return std::make_unique<Transformer>(load_gguf_model(location.gguf));
+  return std::make_unique<Transformer>(load_hf_model(location.hf_dir));
 }
 
 void Model::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,

@@ -5,12 +5,10 @@
 #include <iostream>
 
 #include "core/error.h"
-#include "kernels/kernel_table.h"
 #include "server/anthropic_format.h"
 #include "server/anthropic_request.h"
 #include "server/api_error.h"
 #include "server/auth.h"
-#include "server/engine_config.h"
 #include "server/request_log.h"
 #include "server/response_format.h"
 #include "server/static_files.h"
@@ -116,8 +114,8 @@ std::string_view view(beast::string_view s) {
   return {s.data(), s.size()};
 }
 
-std::string model_name_of(const Model& model, const std::string& path) {
-  if (!model.config().name.empty()) return model.config().name;
+std::string model_name_of(const k25_model_info& model, const std::string& path) {
+  if (*model.name != '\0') return model.name;
   return std::filesystem::path(path).stem().string();
 }
 
@@ -141,33 +139,31 @@ void Api::set_warmup_report(const WarmupReport& report) {
   warmup_report_ = report;
 }
 
-void Api::set_engine(Engine* engine) {
-  const Model& model = engine->model();
+void Api::set_engine(k25_engine* engine, const Tokenizer& tokenizer) {
+  client_ = std::make_unique<EngineClient>(engine, tokenizer);
+  const k25_model_info& model = client_->model_info();
   model_name_ = model_name_of(model, config_.model_path);
-  // The Flash options as the engine's settings name them (server/engine_config.h).
-  const FlashOptions flash = engine_setup(config_).flash;
-  flash_ = std::make_unique<FlashPlanner>(model.config(), config_.model_path, flash);
   defaults_.sampling.temperature = static_cast<float>(config_.temperature);
   defaults_.sampling.top_p = static_cast<float>(config_.top_p);
   defaults_.sampling.top_k = config_.top_k;
   defaults_.sampling.min_p = static_cast<float>(config_.min_p);
   defaults_.sampling.repeat_penalty = static_cast<float>(config_.repeat_penalty);
-  defaults_.context_size = engine->context_size();
-  defaults_.max_tokens = std::min(config_.max_tokens, engine->context_size());
-  defaults_.n_vocab = model.config().n_vocab;
+  defaults_.context_size = client_->context_size();
+  defaults_.max_tokens = std::min(config_.max_tokens, client_->context_size());
+  defaults_.n_vocab = model.n_vocab;
   // model.chat_template (--chat-template) replaces the model's template, tool-call format included;
   // the format is that of the template requests with tools render with (tool_use when present).
-  chat_template_ = std::make_unique<ChatTemplate>(model.tokenizer(), config_.chat_template);
+  chat_template_ = std::make_unique<ChatTemplate>(tokenizer, config_.chat_template);
   tool_call_format_ = detect_tool_call_format(chat_template_->tools_source());
-  engine_.store(engine);
+  engine_.store(client_.get());
 }
 
 void Api::set_draining() {
   draining_ = true;
 }
 
-Engine& Api::serving_engine() const {
-  Engine* engine = engine_.load();
+EngineClient& Api::serving_engine() const {
+  EngineClient* engine = engine_.load();
   if (draining_) {
     ApiError e = make_error(503, "the server is shutting down", "draining");
     e.retry_after_s = config_.retry_after_s;
@@ -252,10 +248,9 @@ net::awaitable<void> Api::route(HttpExchange& ex, const std::string& path, Reque
   if (path == "/health") {
     co_await health(ex);
   } else if (path == "/metrics") {
-    Engine* engine = engine_.load();
+    EngineClient* engine = engine_.load();
     std::string text =
-        metrics_.render(engine ? &engine->stats() : nullptr, engine != nullptr, draining_);
-    if (engine != nullptr) text += flash_->render_metrics();
+        metrics_.render(engine ? engine->metrics() : "", engine != nullptr, draining_);
     {
       std::lock_guard lock(warmup_mutex_);
       text += render_ops_metrics(breaker_.get(), fallback_counters_, warmup_report_);
@@ -303,8 +298,8 @@ net::awaitable<void> Api::health(HttpExchange& ex) {
   co_await ex.send(code, "application/json", json_text(body));
 }
 
-json Api::model_entry(const Engine& engine) const {
-  const ModelConfig& c = engine.model().config();
+json Api::model_entry(const EngineClient& engine) const {
+  const k25_model_info& c = engine.model_info();
   return {{"id", model_name_},
           {"object", "model"},
           {"created", 0},
@@ -318,17 +313,17 @@ json Api::model_entry(const Engine& engine) const {
             {"chat_template", chat_template_->kind()},
             {"chat_template_tool_use", chat_template_->has_tool_use()},
             {"tool_call_format", tool_call_format_name(tool_call_format_)},
-            {"isa", kernels().isa}}}};
+            {"isa", c.isa}}}};
 }
 
 net::awaitable<void> Api::models(HttpExchange& ex) {
-  Engine& engine = serving_engine();
+  EngineClient& engine = serving_engine();
   json body = {{"object", "list"}, {"data", json::array({model_entry(engine)})}};
   co_await ex.send(200, "application/json", json_text(body));
 }
 
 net::awaitable<void> Api::model_by_id(HttpExchange& ex, const std::string& id) {
-  Engine& engine = serving_engine();
+  EngineClient& engine = serving_engine();
   if (id != model_name_) {
     // OpenAI's answer for a model it does not have.
     ApiError e = make_error(
@@ -349,7 +344,7 @@ std::vector<TokenId> Api::chat_prompt(const ParsedRequest& parsed, std::string& 
     // Anthropic's prefill continues the assistant's turn; it is the client's text, so plain.
     text += parsed.assistant_prefill;
     const std::vector<TokenId> prefill =
-        engine_.load()->model().tokenizer().encode(parsed.assistant_prefill, false, false);
+        engine_.load()->tokenizer().encode(parsed.assistant_prefill, false, false);
     chat.tokens.insert(chat.tokens.end(), prefill.begin(), prefill.end());
   }
   return std::move(chat.tokens);
@@ -367,18 +362,18 @@ net::awaitable<void> Api::count_tokens(HttpExchange& ex) {
 }
 
 net::awaitable<void> Api::tokenize(HttpExchange& ex) {
-  Engine& engine = serving_engine();
+  EngineClient& engine = serving_engine();
   std::vector<TokenId> ids = co_await prompt_workers_.run(ex.request().body().size(), [&] {
     TokenizeRequest req = parse_tokenize_body(ex.request().body());
-    return engine.model().tokenizer().encode(req.content, req.add_special, true);
+    return engine.tokenizer().encode(req.content, req.add_special, true);
   });
   json body = {{"tokens", ids}};
   co_await ex.send(200, "application/json", json_text(body));
 }
 
 net::awaitable<void> Api::detokenize(HttpExchange& ex) {
-  Engine& engine = serving_engine();
-  const Tokenizer& tokenizer = engine.model().tokenizer();
+  EngineClient& engine = serving_engine();
+  const Tokenizer& tokenizer = engine.tokenizer();
   std::vector<int32_t> ids = parse_detokenize_body(ex.request().body(), tokenizer.n_vocab());
   json body = {{"content", tokenizer.decode(ids, false)}};
   co_await ex.send(200, "application/json", json_text(body));

@@ -2,7 +2,7 @@
 // /v1/models[/{id}], Anthropic's /v1/messages[/count_tokens], /health, /metrics, /tokenize,
 // /detokenize, the chat page at / and /ui/), authentication, errors in OpenAI's shape
 // (Anthropic's on its routes), one log line per request, the fallback circuit breaker (R-CFG3).
-// Talks to the engine only through submit / events / cancel.
+// Talks to the engine only through include/k25.h (server/engine_client.h).
 #pragma once
 
 #include <atomic>
@@ -14,11 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "flash/flash_planner.h"
 #include "server/chat_template.h"
 #include "server/circuit_breaker.h"
 #include "server/config.h"
+#include "server/engine_client.h"
 #include "server/event_channel.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -45,9 +44,10 @@ class Api {
   // Call before set_engine: exported in /metrics.
   void set_warmup_report(const WarmupReport& report);
 
-  // Once the model is loaded: requests are served from now on. `engine` must outlive every
-  // request (stop the HTTP server before destroying it).
-  void set_engine(Engine* engine);
+  // Once the model is loaded: requests are served from now on. `engine` (the C API's handle) and
+  // `tokenizer` (the model's, for the front end) must outlive every request (stop the HTTP
+  // server before releasing them).
+  void set_engine(k25_engine* engine, const Tokenizer& tokenizer);
   // Shutting down: new generation requests get 503, connections close after their request.
   void set_draining();
   bool draining() const { return draining_; }
@@ -83,17 +83,17 @@ class Api {
   net::awaitable<void> health(HttpExchange& ex);
   net::awaitable<void> models(HttpExchange& ex);
   net::awaitable<void> model_by_id(HttpExchange& ex, const std::string& id);
-  nlohmann::json model_entry(const Engine& engine) const;  // one entry of /v1/models
+  nlohmann::json model_entry(const EngineClient& engine) const;  // one entry of /v1/models
   net::awaitable<void> count_tokens(HttpExchange& ex);
   // The prompt of a chat (Chat and Messages, count_tokens too): the rendered conversation
   // (into `text`, which the fingerprint reads), tokenised. Call once the engine is set.
   std::vector<TokenId> chat_prompt(const ParsedRequest& parsed, std::string& text) const;
   net::awaitable<void> tokenize(HttpExchange& ex);
   net::awaitable<void> detokenize(HttpExchange& ex);
-  Engine& serving_engine() const;  // throws 503 while loading or draining
+  EngineClient& serving_engine() const;  // throws 503 while loading or draining
 
   ServerConfig config_;
-  std::atomic<Engine*> engine_{nullptr};
+  std::atomic<EngineClient*> engine_{nullptr};
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> next_response_id_{1};
   HttpMetrics metrics_;
@@ -106,7 +106,7 @@ class Api {
   mutable std::mutex warmup_mutex_;
   std::optional<WarmupReport> warmup_report_;
   // Set once in set_engine, before engine_ is published.
-  std::unique_ptr<FlashPlanner> flash_;  // fingerprint and compute plan (R-FP, R-PR)
+  std::unique_ptr<EngineClient> client_;
   std::string model_name_;
   RequestDefaults defaults_;
   std::unique_ptr<ChatTemplate> chat_template_;  // the model's template, parsed once

@@ -24,21 +24,26 @@ constexpr int kMaxReleaseWaits = 250;
 // The inputs' Finished events, by input; the channel only wakes the coroutine.
 struct EmbeddingResults {
   std::mutex mutex;
-  std::vector<GenerationEvent> finished;
+  std::vector<EngineEvent> finished;
 };
 
-ApiError submit_error(const SubmitResult& r, int retry_after_s) {
+ApiError submit_error(const Admission& r, int retry_after_s) {
   ApiError e;
   e.message = r.message;
   e.retry_after_s = retry_after_s;
-  if (r.status == SubmitStatus::QueueFull) {
+  if (r.status == AdmissionStatus::QueueFull) {
     e.status = 429;
     e.type = "rate_limit_error";
     e.code = "queue_full";
-  } else {
+  } else if (r.status == AdmissionStatus::ShuttingDown) {
     e.status = 503;
     e.type = "service_unavailable";
     e.code = "draining";
+  } else {
+    e.status = 500;
+    e.type = "server_error";
+    e.code = "internal_error";
+    e.retry_after_s = 0;
   }
   return e;
 }
@@ -46,16 +51,15 @@ ApiError submit_error(const SubmitResult& r, int retry_after_s) {
 }  // namespace
 
 net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
-  Engine& engine = serving_engine();
+  EngineClient& engine = serving_engine();
   const EmbeddingRequestBody body = parse_embedding_body(ex.request().body());
-  const Model& model = engine.model();
-  const int dim = model.config().dim;
+  const int dim = engine.model_info().dim;
   if (body.dimensions && *body.dimensions != dim) {
     throw_bad_request(concat("'dimensions': this model's embeddings have ", dim,
                              " dimensions and cannot be shortened; got ", *body.dimensions),
                       "dimensions", "invalid_value");
   }
-  const Tokenizer& tokenizer = model.tokenizer();
+  const Tokenizer& tokenizer = engine.tokenizer();
   std::vector<std::vector<TokenId>> prompts;
   int64_t prompt_tokens = 0;
   for (size_t i = 0; i < body.inputs.size(); ++i) {
@@ -87,7 +91,7 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
   log.prompt_tokens = static_cast<int>(prompt_tokens);
   log.served_by = "engine";
 
-  const Pooling pooling = model.config().pooling;
+  const std::string pooling = engine.model_info().pooling;
   auto channel = std::make_shared<EventChannel>(co_await net::this_coro::executor);
   auto results = std::make_shared<EmbeddingResults>();
   results->finished.resize(prompts.size());
@@ -105,31 +109,30 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
     bool waiting_for_release = false;
     while (ids.size() < prompts.size()) {
       const size_t i = ids.size();
-      GenerationRequest request;
+      EngineRequest request;
       request.prompt = prompts[i];
       request.embedding = pooling;
-      SubmitResult r =
-          engine.submit(std::move(request), [results, channel, i](const GenerationEvent& e) {
-            if (e.kind != GenerationEvent::Kind::Finished) return;
-            {
-              std::lock_guard lock(results->mutex);
-              results->finished[i] = e;
-            }
-            channel->push(static_cast<int>(i), e);
-          });
-      if (r.status == SubmitStatus::Accepted) {
+      Admission r = engine.submit(request, [results, channel, i](const EngineEvent& e) {
+        if (e.kind != EngineEvent::Kind::Finished) return;
+        {
+          std::lock_guard lock(results->mutex);
+          results->finished[i] = e;
+        }
+        channel->push(static_cast<int>(i), e);
+      });
+      if (r.status == AdmissionStatus::Accepted) {
         ids.push_back(r.id);
         release_waits = 0;
         continue;
       }
-      if (r.status == SubmitStatus::QueueFull && ids.size() > n_finished) break;
-      if (r.status == SubmitStatus::QueueFull && !ids.empty() &&
+      if (r.status == AdmissionStatus::QueueFull && ids.size() > n_finished) break;
+      if (r.status == AdmissionStatus::QueueFull && !ids.empty() &&
           ++release_waits <= kMaxReleaseWaits) {
         waiting_for_release = true;
         break;
       }
       cancel_rest();
-      if (r.status == SubmitStatus::Invalid)
+      if (r.status == AdmissionStatus::Invalid)
         throw_bad_request(concat("input[", i, "]: ", r.message), "input");
       throw ApiException(submit_error(r, config_.retry_after_s));
     }
@@ -143,7 +146,7 @@ net::awaitable<void> Api::embeddings(HttpExchange& ex, RequestLog& log) {
       co_return;  // nobody to answer
     }
     if (!next) continue;
-    const GenerationEvent* event = &next->event;
+    const EngineEvent* event = &next->event;
     ++n_finished;
     if (event->finish_reason != FinishReason::Stop) {
       cancel_rest();

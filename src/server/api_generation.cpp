@@ -46,7 +46,7 @@ TokenLogprobEntry logprob_entry(const Tokenizer& tokenizer, TokenId token,
   return e;
 }
 
-void fill_outcome(GenerationOutcome& o, const GenerationEvent& finished) {
+void fill_outcome(GenerationOutcome& o, const EngineEvent& finished) {
   o.text += finished.text;
   o.finish_reason = finished.finish_reason;
   o.matched_stop = finished.matched_stop;
@@ -85,7 +85,7 @@ ApiError status_error(int status, std::string message, std::string code, std::st
 
 // A request the engine could not start within the queue timeout may be retried (503); any other
 // generation failure is the server's (500).
-ApiError generation_error(const GenerationEvent& event, int retry_after_s) {
+ApiError generation_error(const EngineEvent& event, int retry_after_s) {
   if (event.queue_timeout) {
     return status_error(503, event.error, "queue_timeout", "service_unavailable", retry_after_s);
   }
@@ -95,8 +95,7 @@ ApiError generation_error(const GenerationEvent& event, int retry_after_s) {
 // What ends a request that did not finish normally. OpenAI's and Anthropic's clients know no
 // "cancelled" or "error" finish reason: they get the API's error instead. A cancel that reaches
 // a client that is still there comes from a shutdown. /generate keeps its own finish reasons.
-std::optional<ApiError> failure_of(ApiFlavor flavor, const GenerationEvent& event,
-                                   int retry_after_s) {
+std::optional<ApiError> failure_of(ApiFlavor flavor, const EngineEvent& event, int retry_after_s) {
   if (event.finish_reason == FinishReason::Error) return generation_error(event, retry_after_s);
   if (event.finish_reason == FinishReason::Cancelled && flavor != ApiFlavor::Generate) {
     return status_error(503,
@@ -152,10 +151,10 @@ ResponseContext response_context(const GenerationCall& call, const std::string& 
   ctx.created = static_cast<int64_t>(std::time(nullptr));
   ctx.model = model_name;
   ctx.hints = call.hints;
-  ctx.flash_domain = call.flash.fingerprint.domain;
-  ctx.flash_level = call.flash.decision.level;
-  ctx.plan = call.flash.decision.plan;
-  ctx.compute_saved = call.flash.decision.compute_saved;
+  ctx.flash_domain = call.admission.domain;
+  ctx.flash_level = call.admission.flash_level;
+  ctx.plan = call.admission.plan;
+  ctx.compute_saved = call.admission.compute_saved;
   ctx.include_usage = call.parsed.include_usage;
   ctx.prompt_tokens = call.n_prompt;
   ctx.stop_sequences = call.parsed.stop;
@@ -177,7 +176,6 @@ net::awaitable<void> Api::generation(HttpExchange& ex, ApiFlavor flavor, Request
   if (route == CircuitBreaker::Route::Fallback && co_await serve_by_fallback(ex, log)) co_return;
   const bool watch_first_token = breaker_ && route != CircuitBreaker::Route::Fallback;
   const bool probe = route == CircuitBreaker::Route::Probe;
-  if (watch_first_token) call.request.progress = std::make_shared<std::atomic<int64_t>>(0);
   log.served_by = "engine";
 
   call.channel = std::make_shared<EventChannel>(co_await net::this_coro::executor,
@@ -198,7 +196,7 @@ net::awaitable<bool> Api::prepare_generation(GenerationCall& call) {
   }
   log.sla = sla_name(call.hints.sla);
   log.domain = call.hints.domain;
-  if (!flash_->knows_domain(call.hints.domain)) {
+  if (!call.engine.knows_domain(call.hints.domain)) {
     std::string message = concat("x-domain-hint: no gate for domain '", call.hints.domain, "'");
     if (flavor == ApiFlavor::Generate) {
       // The note's short form.
@@ -215,7 +213,7 @@ net::awaitable<bool> Api::prepare_generation(GenerationCall& call) {
   });
   call.chat = flavor == ApiFlavor::Chat || flavor == ApiFlavor::Messages;
   const ParsedRequest& parsed = call.parsed;
-  GenerationRequest& request = call.request;
+  EngineRequest& request = call.request;
   std::string chat_text;  // the rendered chat, fingerprinted like a prompt
   co_await tokenise_prompt(call, chat_text);
   request.max_tokens = resolve_max_tokens(parsed, defaults_, call.n_prompt);
@@ -228,7 +226,6 @@ net::awaitable<bool> Api::prepare_generation(GenerationCall& call) {
   if (parsed.tools.forces_call()) {
     request.grammar = forced_tool_call_grammar(tool_call_format_, parsed.tools, parsed.tool_specs);
   }
-  request.priority = sla_priority(call.hints.sla);
   // R-KV4: the x-session-id header names the session for every endpoint and wins over the body.
   request.session_id = parsed.session_id;
   if (auto session = header_value(req, "x-session-id"); session && !session->empty()) {
@@ -240,28 +237,19 @@ net::awaitable<bool> Api::prepare_generation(GenerationCall& call) {
         session_field(flavor), "invalid_value");
   }
   log.session_id = request.session_id;
-  // R-FP/R-PR: fingerprint and compute plan, before the engine sees the request.
-  FingerprintInput fingerprint_input;
-  fingerprint_input.prompt_text = call.chat ? chat_text : parsed.prompt;
-  fingerprint_input.prompt_tokens = call.n_prompt;
-  fingerprint_input.max_tokens = request.max_tokens;
-  fingerprint_input.response_length_hint = call.hints.response_length;
-  fingerprint_input.priority = request.priority;
-  fingerprint_input.domain_hint = call.hints.domain;
-  fingerprint_input.domain_given = call.hints.domain_given;
-  call.flash = flash_->plan(fingerprint_input, parsed.pruning_off);
-  request.plan = call.flash.decision.plan;
-  request.adaptive_pruning = config_.adaptive_pruning && call.flash.decision.level > 0;
-  request.speculative = parsed.speculative.value_or(
-      parse_speculative_mode(config_.speculative).value_or(SpeculativeMode::kOff));
-  log.domain = call.flash.fingerprint.domain;
-  log.flash_level = call.flash.decision.level;
+  // R-FP/R-PR: the hints the engine fingerprints and plans the request from.
+  request.latency_sla = sla_name(call.hints.sla);
+  if (call.hints.domain_given) request.domain_hint = call.hints.domain;
+  request.response_length = call.hints.response_length.value_or(0);
+  request.fingerprint_text = call.chat ? chat_text : parsed.prompt;
+  request.pruning = !parsed.pruning_off;
+  request.speculative = parsed.speculative;
   co_return true;
 }
 
 net::awaitable<void> Api::tokenise_prompt(GenerationCall& call, std::string& chat_text) {
   const ParsedRequest& parsed = call.parsed;
-  const Tokenizer& tokenizer = call.engine.model().tokenizer();
+  const Tokenizer& tokenizer = call.engine.tokenizer();
   std::vector<TokenId>& prompt = call.request.prompt;
   const size_t body_bytes = call.ex.request().body().size();
   if (parsed.prompt_ids) {
@@ -296,28 +284,34 @@ void Api::submit_choices(GenerationCall& call, bool probe) {
   // of them has computed it). With a seed, choice i samples with seed + i.
   std::optional<ApiError> refused;
   for (int i = 0; i < call.parsed.n && !refused; ++i) {
-    GenerationRequest choice_request = call.request;
+    EngineRequest choice_request = call.request;
     if (i > 0 && call.request.sampling.seed) {
       choice_request.sampling.seed = *call.request.sampling.seed + static_cast<uint64_t>(i);
     }
-    SubmitResult submitted = call.engine.submit(
-        std::move(choice_request),
-        [channel = call.channel, i](const GenerationEvent& e) { channel->push(i, e); });
-    switch (submitted.status) {
-      case SubmitStatus::Accepted:
-        call.ids.push_back(submitted.id);
+    Admission admitted = call.engine.submit(
+        choice_request, [channel = call.channel, i](const EngineEvent& e) { channel->push(i, e); });
+    switch (admitted.status) {
+      case AdmissionStatus::Accepted:
+        call.ids.push_back(admitted.id);
+        if (i == 0) call.admission = std::move(admitted);
         break;
-      case SubmitStatus::QueueFull:
-        refused = status_error(429, submitted.message, "queue_full", "rate_limit_error",
+      case AdmissionStatus::QueueFull:
+        refused = status_error(429, admitted.message, "queue_full", "rate_limit_error",
                                config_.retry_after_s);
         break;
-      case SubmitStatus::ShuttingDown:
-        refused = status_error(503, submitted.message, "draining", "service_unavailable",
+      case AdmissionStatus::ShuttingDown:
+        refused = status_error(503, admitted.message, "draining", "service_unavailable",
                                config_.retry_after_s);
         break;
-      case SubmitStatus::Invalid:
-        refused = status_error(400, submitted.message, "invalid_value", "invalid_request_error");
+      case AdmissionStatus::Invalid:
+        refused = status_error(400, admitted.message, "invalid_value", "invalid_request_error");
         refused->param = "prompt";
+        break;
+      case AdmissionStatus::UnknownDomain:  // checked before; the gates cannot change
+        refused = status_error(400, admitted.message, "gate_not_found", "invalid_request_error");
+        break;
+      case AdmissionStatus::Failed:
+        refused = status_error(500, admitted.message, "internal_error", "server_error");
         break;
     }
   }
@@ -327,6 +321,8 @@ void Api::submit_choices(GenerationCall& call, bool probe) {
     throw ApiException(*refused);
   }
   call.log.request_id = call.ids.front();
+  call.log.domain = call.admission.domain;
+  call.log.flash_level = call.admission.flash_level;
   // A client that stops reading: the engine stops working for it (see slow_reader_error).
   call.channel->on_overflow([&engine = call.engine, ids = call.ids] {
     for (RequestId id : ids) engine.cancel(id);
@@ -339,7 +335,7 @@ net::awaitable<bool> Api::await_first_event(GenerationCall& call,
   // The first event (token or finish), or the request times out: fallback.timeout_ms without
   // the engine computing any of it (server/first_token_watch.h).
   FirstTokenWatch watch(submitted_at, std::chrono::milliseconds(config_.fallback_timeout_ms),
-                        call.request.progress);
+                        [&call] { return call.progress(); });
   for (auto now = std::chrono::steady_clock::now();
        !first && !call.client_gone && now < watch.deadline(now);
        now = std::chrono::steady_clock::now()) {
@@ -371,7 +367,7 @@ net::awaitable<void> Api::answer(GenerationCall& call, std::optional<ChoiceEvent
   const ParsedRequest& parsed = call.parsed;
   HttpExchange& ex = call.ex;
   const int n_choices = parsed.n;
-  const Tokenizer& tokenizer = call.engine.model().tokenizer();
+  const Tokenizer& tokenizer = call.engine.tokenizer();
   const ResponseContext ctx = response_context(call, model_name_);
 
   GenerationOutcome blank;
@@ -410,12 +406,12 @@ net::awaitable<void> Api::answer(GenerationCall& call, std::optional<ChoiceEvent
     }
     if (!next) continue;
     const int index = next->choice;
-    const GenerationEvent& event = next->event;
+    const EngineEvent& event = next->event;
     GenerationOutcome& outcome = outcomes[static_cast<size_t>(index)];
     std::vector<TokenLogprobEntry>& pending = pending_logprobs[static_cast<size_t>(index)];
     if (event.logprobs) pending.push_back(logprob_entry(tokenizer, event.token, *event.logprobs));
     std::optional<ToolCallStream>& tool_stream = tool_streams[static_cast<size_t>(index)];
-    if (event.kind == GenerationEvent::Kind::Token) {
+    if (event.kind == EngineEvent::Kind::Token) {
       outcome.text += event.text;
       const std::string text = tool_stream ? tool_stream->push(event.text) : event.text;
       if (parsed.stream && !text.empty() && !call.client_gone) {
@@ -429,7 +425,6 @@ net::awaitable<void> Api::answer(GenerationCall& call, std::optional<ChoiceEvent
     --open;
     fill_outcome(outcome, event);
     outcome.logprobs = parsed.stream ? std::vector<TokenLogprobEntry>() : std::move(pending);
-    flash_->record_finished(call.flash.decision, outcome.prompt_tokens + outcome.completion_tokens);
     failure = failure_of(call.flavor, event, config_.retry_after_s);
     if (failure) failed_as = event.finish_reason;
     if (failure || !parsed.stream || call.client_gone) continue;

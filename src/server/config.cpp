@@ -12,14 +12,25 @@
 #include "core/bits.h"
 #include "core/error.h"
 #include "core/text_file.h"
-#include "engine/step_fault.h"
-#include "kv/redis_url.h"
+#include "k25.h"
 #include "tokenizer/chat_prompt.h"
 #include "tokenizer/jinja_error.h"
 
 namespace k25 {
 
 namespace {
+
+// A value the engine reads itself (include/k25.h settings) is checked the way k25_load will
+// check it, so a bad one stops the start before the model loads.
+void check_engine_setting(const std::string& key, const std::string& value) {
+  char* error = nullptr;
+  if (k25_check_setting((key + "=" + value).c_str(), &error) == 0) return;
+  std::string message = error ? error : "invalid";
+  k25_free_string(error);
+  const std::string prefix = "setting ";
+  if (message.starts_with(prefix)) message.erase(0, prefix.size());
+  fail("config: ", message);
+}
 
 int64_t parse_int(const std::string& key, const std::string& v, int64_t min, int64_t max) {
   errno = 0;
@@ -137,11 +148,7 @@ std::vector<ConfigKey> make_keys() {
   k.push_back({"flash_scheduler.redis_url", "--redis-url",
                "shared KV tier: redis://[user@]host:port[/db][,host:port...]",
                [](C& c, const std::string& v) {
-                 try {
-                   if (!v.empty()) parse_redis_url(v);  // "": no shared tier
-                 } catch (const Error& e) {
-                   fail("config: flash_scheduler.", e.what());
-                 }
+                 check_engine_setting("flash_scheduler.redis_url", v);
                  c.redis_url = v;
                }});
   k.push_back(string_key("flash_scheduler.redis_password_file", "--redis-password-file",
@@ -202,7 +209,8 @@ std::vector<ConfigKey> make_keys() {
   k.push_back({"flash_scheduler.kv_cache_dtype", "--kv-cache-dtype",
                "element type of the stored K and V rows: f32 or f16 (half the bytes per token)",
                [](C& c, const std::string& v) {
-                 c.kv_cache_dtype = parse_kv_dtype(v, "config: flash_scheduler.kv_cache_dtype");
+                 check_engine_setting("flash_scheduler.kv_cache_dtype", v);
+                 c.kv_cache_dtype = v;
                }});
   k.push_back(int_key("flash_scheduler.micro_task_tokens", "--micro-task-tokens",
                       "prefill micro-task size in tokens", &C::micro_task_tokens, 1, 1 << 20));
@@ -235,11 +243,7 @@ std::vector<ConfigKey> make_keys() {
                "testing aid: throw inside a step, <runtime_error|bad_alloc>:step=<n> or "
                "...:request=<id>:tokens=<n> (empty: off)",
                [](C& c, const std::string& v) {
-                 try {
-                   parse_step_fault(v);  // a bad spec stops the start
-                 } catch (const Error& e) {
-                   fail("config: engine.", e.what());
-                 }
+                 check_engine_setting("engine.debug_fault", v);  // a bad spec stops the start
                  c.debug_fault = v;
                }});
   k.push_back(double_key("sampling.temperature", "--temperature", "default temperature (0: greedy)",

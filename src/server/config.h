@@ -9,8 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kv_dtype.h"
-
 namespace k25 {
 
 // One warm-up ("shadow") request run at start (R-CFG2).
@@ -63,9 +61,9 @@ struct ServerConfig {
   int simhash_max_distance = 10;
   int l2_cache_size_mb = 0;  // L2 KV pool budget; 0: max_batch_size sequences of full context
   int l2_page_tokens = 16;   // positions per KV page
-  KvDtype kv_cache_dtype = KvDtype::kF16;  // element type of stored K and V rows (f32 | f16)
-  int micro_task_tokens = 128;             // prefill micro-task (R-EB2)
-  double aging_per_second = 10;            // priority points per second without service (R-EB3)
+  std::string kv_cache_dtype = "f16";  // element type of stored K and V rows (f32 | f16)
+  int micro_task_tokens = 128;         // prefill micro-task (R-EB2)
+  double aging_per_second = 10;        // priority points per second without service (R-EB3)
   // engine
   int threads = 0;              // 0: hardware concurrency
   int context_size = 0;         // 0: the model's context length

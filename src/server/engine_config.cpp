@@ -13,9 +13,6 @@ std::string setting_text(bool value) {
 std::string setting_text(const std::string& value) {
   return value;
 }
-std::string setting_text(KvDtype value) {
-  return to_string(value);
-}
 template <typename T>
 requires std::is_arithmetic_v<T> std::string setting_text(T value) {
   char buffer[64];
@@ -72,12 +69,6 @@ std::vector<std::string> engine_settings(const ServerConfig& c) {
   add("flash_scheduler.simhash_max_distance", c.simhash_max_distance);
   add("model.flash_metadata", c.flash_metadata);
   return out;
-}
-
-EngineSetup engine_setup(const ServerConfig& config) {
-  EngineSetup setup;
-  for (const std::string& setting : engine_settings(config)) apply_engine_setting(setup, setting);
-  return setup;
 }
 
 }  // namespace k25

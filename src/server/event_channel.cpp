@@ -2,14 +2,14 @@
 
 namespace k25 {
 
-size_t EventChannel::event_bytes(const GenerationEvent& e) {
+size_t EventChannel::event_bytes(const EngineEvent& e) {
   size_t bytes = sizeof(ChoiceEvent) + e.text.size() + e.matched_stop.size() + e.error.size() +
                  e.embedding.size() * sizeof(float);
   if (e.logprobs) bytes += e.logprobs->top.size() * sizeof(e.logprobs->top.front());
   return bytes;
 }
 
-void EventChannel::push(int choice, const GenerationEvent& event) {
+void EventChannel::push(int choice, const EngineEvent& event) {
   std::function<void()> action;
   {
     std::lock_guard lock(mutex_);

@@ -14,13 +14,13 @@
 #include <optional>
 
 #include "core/asio.h"
-#include "engine/request.h"
+#include "server/engine_client.h"
 
 namespace k25 {
 
 struct ChoiceEvent {
   int choice = 0;
-  GenerationEvent event;
+  EngineEvent event;
 };
 
 class EventChannel : public std::enable_shared_from_this<EventChannel> {
@@ -33,7 +33,7 @@ class EventChannel : public std::enable_shared_from_this<EventChannel> {
       : executor_(executor), timer_(executor), max_queued_bytes_(max_queued_bytes) {}
 
   // Engine thread: queue the event and wake the waiting coroutine.
-  void push(int choice, const GenerationEvent& event);
+  void push(int choice, const EngineEvent& event);
   // Coroutine: the next event, or nullopt when none arrived within `poll` (so the caller can
   // look at its client meanwhile) or the channel overflowed.
   net::awaitable<std::optional<ChoiceEvent>> next(std::chrono::milliseconds poll);
@@ -41,7 +41,7 @@ class EventChannel : public std::enable_shared_from_this<EventChannel> {
   void on_overflow(std::function<void()> action);
   bool overflowed() const;
   // The heap bytes a queued event holds (approximately: the struct and its payloads).
-  static size_t event_bytes(const GenerationEvent& event);
+  static size_t event_bytes(const EngineEvent& event);
 
  private:
   std::optional<ChoiceEvent> pop();

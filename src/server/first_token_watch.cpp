@@ -3,11 +3,11 @@
 namespace k25 {
 
 FirstTokenWatch::FirstTokenWatch(Clock::time_point submitted, std::chrono::milliseconds stall_limit,
-                                 std::shared_ptr<const std::atomic<int64_t>> progress)
+                                 std::function<int64_t()> progress)
     : stall_limit_(stall_limit), progress_(std::move(progress)), last_progress_(submitted) {}
 
 FirstTokenWatch::Clock::time_point FirstTokenWatch::deadline(Clock::time_point now) {
-  const int64_t computed = progress_->load(std::memory_order_relaxed);
+  const int64_t computed = progress_();
   if (computed != seen_) {
     seen_ = computed;
     last_progress_ = now;
@@ -15,9 +15,8 @@ FirstTokenWatch::Clock::time_point FirstTokenWatch::deadline(Clock::time_point n
   return last_progress_ + stall_limit_;
 }
 
-bool engine_failed(const GenerationEvent& first) {
-  return first.kind == GenerationEvent::Kind::Finished &&
-         first.finish_reason == FinishReason::Error;
+bool engine_failed(const EngineEvent& first) {
+  return first.kind == EngineEvent::Kind::Finished && first.finish_reason == FinishReason::Error;
 }
 
 }  // namespace k25

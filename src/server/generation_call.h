@@ -8,8 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "flash/flash_planner.h"
+#include "server/engine_client.h"
 #include "server/event_channel.h"
 #include "server/flash_headers.h"
 #include "server/http_server.h"
@@ -19,28 +18,35 @@
 namespace k25 {
 
 struct GenerationCall {
-  GenerationCall(HttpExchange& ex_, ApiFlavor flavor_, RequestLog& log_, Engine& engine_)
+  GenerationCall(HttpExchange& ex_, ApiFlavor flavor_, RequestLog& log_, EngineClient& engine_)
       : ex(ex_), flavor(flavor_), log(log_), engine(engine_) {}
 
   HttpExchange& ex;
   ApiFlavor flavor;
   RequestLog& log;
-  Engine& engine;
+  EngineClient& engine;
 
   // Api::prepare_generation
   FlashHints hints;
   ParsedRequest parsed;
   bool chat = false;  // Chat or Messages: the prompt is a rendered conversation
-  GenerationRequest request;
+  EngineRequest request;
   int n_prompt = 0;
-  FlashResult flash;
-  // Api::submit_choices: one engine request per choice (OpenAI's n), events into `channel`.
+  // Api::submit_choices: one engine request per choice (OpenAI's n), events into `channel`;
+  // what the engine said about the first (Flash's decision is the same for every choice).
+  Admission admission;
   std::shared_ptr<EventChannel> channel;
   std::vector<RequestId> ids;
   bool client_gone = false;
 
   void cancel_all() {
     for (RequestId id : ids) engine.cancel(id);
+  }
+  // Positions the engine has computed for the choices so far.
+  int64_t progress() const {
+    int64_t sum = 0;
+    for (RequestId id : ids) sum += engine.progress(id);
+    return sum;
   }
   // The client went away: its choices are cancelled, the connection closes after this request.
   void client_left() {

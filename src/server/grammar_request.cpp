@@ -11,13 +11,28 @@ using nlohmann::ordered_json;
 
 namespace {
 
-template <typename Compile>
-std::shared_ptr<const Grammar> compiled(const char* param, Compile compile) {
+// The GBNF text `make_gbnf` gives, compiled once here so that a grammar k25 cannot run is the
+// client's 400 naming `param` (the engine compiles it again when the request arrives there).
+template <typename MakeGbnf>
+std::string checked(const char* param, MakeGbnf make_gbnf) {
   try {
-    return compile();
+    std::string gbnf = make_gbnf();
+    compile_gbnf(gbnf);
+    return gbnf;
   } catch (const Error& e) {
     throw_bad_request(concat(param, ": ", e.what()), param, "invalid_value");
   }
+}
+
+// A schema's GBNF, with compile_json_schema's message for a schema that cannot finish.
+std::string schema_gbnf(const ordered_json& schema) {
+  std::string gbnf = json_schema_to_gbnf(schema);
+  try {
+    compile_gbnf(gbnf);
+  } catch (const Error& e) {
+    fail("json schema: cannot be compiled: ", e.what());
+  }
+  return gbnf;
 }
 
 const ordered_json& ordered_member(const ordered_json& object, const char* name) {
@@ -26,8 +41,7 @@ const ordered_json& ordered_member(const ordered_json& object, const char* name)
 
 }  // namespace
 
-std::shared_ptr<const Grammar> parse_grammar_fields(ApiFlavor flavor, const json& body,
-                                                    std::string_view text) {
+std::string parse_grammar_fields(ApiFlavor flavor, const json& body, std::string_view text) {
   const auto present = [&](const char* name) {
     auto it = body.find(name);
     return it != body.end() && !it->is_null();
@@ -40,25 +54,25 @@ std::shared_ptr<const Grammar> parse_grammar_fields(ApiFlavor flavor, const json
       if (!body["grammar"].is_string())
         throw_bad_request("'grammar' must be a string (GBNF)", "grammar", "invalid_type");
       const std::string gbnf = body["grammar"];
-      return compiled("grammar", [&] { return compile_gbnf(gbnf); });
+      return checked("grammar", [&] { return gbnf; });
     }
     if (present("json_schema")) {
       const ordered_json schema = ordered_member(ordered_json::parse(text), "json_schema");
-      return compiled("json_schema", [&] { return compile_json_schema(schema); });
+      return checked("json_schema", [&] { return schema_gbnf(schema); });
     }
-    return nullptr;
+    return "";
   }
 
-  if (!present("response_format")) return nullptr;
+  if (!present("response_format")) return "";
   const json& format = body["response_format"];
   if (!format.is_object() || !format.contains("type") || !format["type"].is_string()) {
     throw_bad_request("'response_format' must be an object with a string 'type'", "response_format",
                       "invalid_type");
   }
   const std::string type = format["type"];
-  if (type == "text") return nullptr;
+  if (type == "text") return "";
   if (type == "json_object") {
-    static const std::shared_ptr<const Grammar> any_object = compile_json_object_grammar();
+    static const std::string any_object = json_schema_to_gbnf(ordered_json{{"type", "object"}});
     return any_object;
   }
   if (type != "json_schema") {
@@ -77,7 +91,7 @@ std::shared_ptr<const Grammar> parse_grammar_fields(ApiFlavor flavor, const json
   const ordered_json schema = ordered_member(
       ordered_member(ordered_member(ordered_json::parse(text), "response_format"), "json_schema"),
       "schema");
-  return compiled("response_format", [&] { return compile_json_schema(schema); });
+  return checked("response_format", [&] { return schema_gbnf(schema); });
 }
 
 }  // namespace k25

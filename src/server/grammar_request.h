@@ -1,11 +1,13 @@
-// The constrained-decoding fields of a request body, compiled: OpenAI's "response_format"
+// The constrained-decoding fields of a request body, as the GBNF text the engine compiles: OpenAI's
+// "response_format"
 // ({"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": ...}}) on the
 // completions endpoints, "grammar" (GBNF text) or "json_schema" on /generate. A grammar or
-// schema k25 cannot compile is an ApiException (400) whose message names the construct.
+// schema k25 cannot compile is an ApiException (400) whose message names the construct (it is
+// compiled here once to find out).
 #pragma once
 
-#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "model/grammar.h"
@@ -13,9 +15,9 @@
 
 namespace k25 {
 
-// Null when the request is unconstrained. `text` is the raw body: schemas are read again from it
+// "" when the request is unconstrained. `text` is the raw body: schemas are read again from it
 // with their keys in document order, the order properties are generated in.
-std::shared_ptr<const Grammar> parse_grammar_fields(ApiFlavor flavor, const nlohmann::json& body,
-                                                    std::string_view text);
+std::string parse_grammar_fields(ApiFlavor flavor, const nlohmann::json& body,
+                                 std::string_view text);
 
 }  // namespace k25

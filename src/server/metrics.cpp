@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/prometheus_text.h"
+
 namespace k25 {
 
 void HttpMetrics::record_request(const std::string& endpoint, int status) {
@@ -9,7 +11,7 @@ void HttpMetrics::record_request(const std::string& endpoint, int status) {
   ++requests_[{endpoint, status}];
 }
 
-std::string HttpMetrics::render(const EngineStats* engine, bool ready, bool draining) const {
+std::string HttpMetrics::render(const std::string& engine_text, bool ready, bool draining) const {
   std::ostringstream out;
   prometheus_header(out, "k25_ready", "gauge",
                     "1 when the model is loaded and requests are served.");
@@ -25,9 +27,7 @@ std::string HttpMetrics::render(const EngineStats* engine, bool ready, bool drai
           << "\"} " << count << '\n';
     }
   }
-  std::string text = out.str();
-  if (engine) text += render_engine_metrics(*engine);
-  return text;
+  return out.str() + engine_text;
 }
 
 }  // namespace k25

@@ -1,5 +1,5 @@
-// /metrics in the Prometheus text format (version 0.0.4): HTTP request counts kept here, the
-// engine's counters and histograms read from EngineStats.
+// /metrics in the Prometheus text format (version 0.0.4): HTTP request counts kept here, then the
+// engine's counters and histograms (k25_metrics).
 #pragma once
 
 #include <cstdint>
@@ -8,15 +8,13 @@
 #include <string>
 #include <utility>
 
-#include "engine/engine_metrics.h"
-
 namespace k25 {
 
 class HttpMetrics {
  public:
   void record_request(const std::string& endpoint, int status);
-  // Text for /metrics; `engine` may be null while the model loads.
-  std::string render(const EngineStats* engine, bool ready, bool draining) const;
+  // Text for /metrics; `engine_text` is the engine's part ("" while the model loads).
+  std::string render(const std::string& engine_text, bool ready, bool draining) const;
 
  private:
   mutable std::mutex mutex_;

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "kernels/kernel_table.h"
+#include "k25.h"
 
 namespace k25 {
 
@@ -34,9 +34,10 @@ std::string render_ops_metrics(const CircuitBreaker* breaker, const FallbackCoun
   metric(out, "flash_fallback_upstream_errors_total", "counter",
          "Fallback upstream calls that failed (the engine answered instead, or the stream broke).",
          static_cast<double>(counters.upstream_errors.load()));
+  const char* isa = k25_kernel_isa(nullptr);  // checked at start
   out << "# HELP k25_kernel_isa_info The kernel set in use (K25_ISA or the best the CPU runs).\n"
          "# TYPE k25_kernel_isa_info gauge\nk25_kernel_isa_info{isa=\""
-      << kernels().isa << "\"} 1\n";
+      << (isa ? isa : "unknown") << "\"} 1\n";
   metric(out, "k25_warmup_requests", "gauge", "Warm-up prompts run at start.",
          warmup ? warmup->requests : 0);
   metric(out, "k25_warmup_duration_seconds", "gauge", "Time the start-up warm-up took.",

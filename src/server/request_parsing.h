@@ -8,8 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/speculation.h"
-#include "model/grammar.h"
 #include "model/sampler.h"
 #include "server/tool_request.h"
 
@@ -55,10 +53,10 @@ struct ParsedRequest {
   // R-KV4: /generate's "session_id", OpenAI's "user" (the server also reads x-session-id).
   std::string session_id;
   bool pruning_off = false;  // "pruning": "off" (R-PR5: the request runs the full model)
-  std::optional<SpeculativeMode> speculative;  // "speculative"; nullopt: the server default
+  std::string speculative;   // "speculative": off, ngram, auto; "": the server's default
   // Constrained decoding (server/grammar_request.h): response_format, or /generate's "grammar"
-  // and "json_schema". Null: unconstrained.
-  std::shared_ptr<const Grammar> grammar;
+  // and "json_schema", as GBNF text. "": unconstrained.
+  std::string grammar;
   ToolRequest tools;  // Chat: tools, tool_choice, parallel_tool_calls
 };
 

@@ -1,6 +1,7 @@
 #include "server/response_format.h"
 
 #include "server/anthropic_format.h"
+#include "server/plan_text.h"
 #include "server/tool_call_response.h"
 
 namespace k25 {
@@ -73,21 +74,15 @@ json usage(const GenerationOutcome& o) {
 
 json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
   json blocks = json::array(), heads = json::array();
-  if (ctx.plan) {
-    for (int l : ctx.plan->skipped_attention_layers()) {
-      blocks.push_back({{"layer", l}, {"module", "attention"}});
-    }
-    for (int l : ctx.plan->skipped_ffn_layers())
-      blocks.push_back({{"layer", l}, {"module", "ffn"}});
-    for (const auto& [l, h] : ctx.plan->skipped_head_list()) {
-      heads.push_back({{"layer", l}, {"head", h}});
-    }
-  }
+  const PlanSkips skips = parse_plan_text(ctx.plan);
+  for (int l : skips.attention_off) blocks.push_back({{"layer", l}, {"module", "attention"}});
+  for (int l : skips.ffn_off) blocks.push_back({{"layer", l}, {"module", "ffn"}});
+  for (const auto& [l, h] : skips.heads_off) heads.push_back({{"layer", l}, {"head", h}});
   json out = {{"domain", ctx.flash_domain},
               {"level", ctx.flash_level},
               {"skipped_blocks", blocks},
               {"skipped_heads", heads},
-              {"plan", ctx.plan ? ctx.plan->describe() : "full"},
+              {"plan", ctx.plan},
               {"compute_saved", ctx.compute_saved},
               {"priority", sla_priority(ctx.hints.sla)},
               {"drafted_tokens", o.drafted_tokens},
@@ -96,8 +91,8 @@ json flash(const ResponseContext& ctx, const GenerationOutcome& o) {
   // every 32 decode tokens.
   if (o.adaptive_decisions > 0) {
     out["adaptive"] = {{"decisions", o.adaptive_decisions},
-                       {"final_plan", o.final_plan ? o.final_plan->describe() : "full"},
-                       {"final_skipped_blocks", o.final_plan ? o.final_plan->skipped_blocks() : 0}};
+                       {"final_plan", o.final_plan},
+                       {"final_skipped_blocks", parse_plan_text(o.final_plan).skipped_blocks()}};
   }
   return out;
 }

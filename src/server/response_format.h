@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/request.h"
+#include "core/finish_reason.h"
 #include "server/flash_headers.h"
 #include "server/request_parsing.h"
 #include "server/tool_call_parser.h"
@@ -36,10 +36,10 @@ struct ResponseContext {
   // strings too, but stopping at one is end_turn).
   std::vector<std::string> stop_sequences;
   // R-PR5: what Flash decided. The domain actually used (the hint or the SimHash match), the
-  // pruning level and the plan (null: the full model).
+  // pruning level and the plan (its description: "full", or server/plan_text.h's form).
   std::string flash_domain = "default";
   int flash_level = 0;
-  std::shared_ptr<const ComputePlan> plan;
+  std::string plan = "full";
   double compute_saved = 0;
 };
 
@@ -55,9 +55,9 @@ struct GenerationOutcome {
   int completion_tokens = 0;
   double ttft_ms = 0;
   double total_ms = 0;
-  int adaptive_decisions = 0;                     // Level 3 decisions during decode
-  std::shared_ptr<const ComputePlan> final_plan;  // the plan at the end (null: full model)
-  int drafted_tokens = 0, accepted_tokens = 0;    // speculative decoding (engine/speculation.h)
+  int adaptive_decisions = 0;                   // Level 3 decisions during decode
+  std::string final_plan = "full";              // the plan at the end
+  int drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding (engine/speculation.h)
   // Chat with tools offered: the text split into content and calls (ids assigned).
   std::optional<ToolCallParse> tools;
 };

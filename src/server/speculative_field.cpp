@@ -6,20 +6,19 @@
 
 namespace k25 {
 
-std::optional<SpeculativeMode> get_speculative(const nlohmann::json& body) {
-  if (!field(body, "speculative")) return std::nullopt;
+std::string get_speculative(const nlohmann::json& body) {
+  if (!field(body, "speculative")) return "";
   const std::string text = get_string(body, "speculative", "");
   if (text == "self") {
     throw_bad_request("speculative: \"self\" (drafts from the pruned plan) is not implemented yet",
                       "speculative", "invalid_value");
   }
-  const std::optional<SpeculativeMode> mode = parse_speculative_mode(text);
-  if (!mode) {
+  if (text != "off" && text != "ngram" && text != "auto") {
     throw_bad_request(
         concat("speculative: expected \"off\", \"ngram\" or \"auto\", got '", text, "'"),
         "speculative", "invalid_value");
   }
-  return mode;
+  return text;
 }
 
 }  // namespace k25

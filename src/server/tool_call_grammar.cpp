@@ -40,9 +40,8 @@ std::string tool_call_gbnf(const ToolCallConstraint& c) {
          "call ::= " + call + "\n" + rules;
 }
 
-std::shared_ptr<const Grammar> forced_tool_call_grammar(ToolCallFormat format,
-                                                        const ToolRequest& request,
-                                                        const ordered_json& tools) {
+std::string forced_tool_call_grammar(ToolCallFormat format, const ToolRequest& request,
+                                     const ordered_json& tools) {
   // Each allowed tool's schema alone first, so that an error names the tool.
   for (size_t i = 0; i < tools.size(); ++i) {
     const ordered_json& function = tools[i]["function"];
@@ -58,7 +57,9 @@ std::shared_ptr<const Grammar> forced_tool_call_grammar(ToolCallFormat format,
     }
   }
   try {
-    return compile_gbnf(tool_call_gbnf(tool_call_constraint(format, request, tools)));
+    std::string gbnf = tool_call_gbnf(tool_call_constraint(format, request, tools));
+    compile_gbnf(gbnf);
+    return gbnf;
   } catch (const Error& e) {
     // E.g. a recursive schema that can never finish.
     throw_bad_request(concat("tools: the forced tool call cannot be compiled: ", e.what()), "tools",

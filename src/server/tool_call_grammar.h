@@ -16,11 +16,10 @@ namespace k25 {
 // The GBNF text (start rule `root`). Throws k25::Error for a schema json_schema_rules refuses.
 std::string tool_call_gbnf(const ToolCallConstraint& constraint);
 
-// For a request whose forces_call(): the compiled grammar. `tools`: the request's tools as sent
-// (ParsedRequest::tool_specs). A tool's parameters schema k25 cannot enforce is an ApiException
-// (400) naming the tool and the construct.
-std::shared_ptr<const Grammar> forced_tool_call_grammar(ToolCallFormat format,
-                                                        const ToolRequest& request,
-                                                        const nlohmann::ordered_json& tools);
+// For a request whose forces_call(): the grammar's GBNF text, checked by compiling it. `tools`:
+// the request's tools as sent (ParsedRequest::tool_specs). A tool's parameters schema k25 cannot
+// enforce is an ApiException (400) naming the tool and the construct.
+std::string forced_tool_call_grammar(ToolCallFormat format, const ToolRequest& request,
+                                     const nlohmann::ordered_json& tools);
 
 }  // namespace k25

@@ -24,14 +24,19 @@ struct WarmupProgress {
 
 }  // namespace
 
-WarmupReport run_warmup(Engine& engine, const std::vector<WarmupPrompt>& prompts, int max_tokens) {
+WarmupReport run_warmup(EngineClient& engine, const std::vector<WarmupPrompt>& prompts,
+                        int max_tokens) {
   const auto start = std::chrono::steady_clock::now();
-  const Tokenizer& tokenizer = engine.model().tokenizer();
+  const Tokenizer& tokenizer = engine.tokenizer();
   auto progress = std::make_shared<WarmupProgress>();
   for (size_t i = 0; i < prompts.size(); ++i) {
     const WarmupPrompt& p = prompts[i];
-    if (!is_known_domain(p.domain)) fail("warmup[", i, "]: no gate for domain '", p.domain, "'");
-    GenerationRequest request;
+    if (!engine.knows_domain(p.domain)) {
+      fail("warmup[", i, "]: no gate for domain '", p.domain, "'");
+    }
+    EngineRequest request;
+    request.domain_hint = p.domain;  // so that its gate runs too
+    request.fingerprint_text = p.prompt;
     request.prompt = tokenizer.encode(p.prompt, true, true);
     if (request.prompt.empty()) fail("warmup[", i, "]: the prompt has no tokens");
     if (static_cast<int>(request.prompt.size()) >= engine.context_size()) {
@@ -45,8 +50,8 @@ WarmupReport run_warmup(Engine& engine, const std::vector<WarmupPrompt>& prompts
         std::lock_guard lock(progress->mutex);
         ++progress->in_flight;
       }
-      SubmitResult r = engine.submit(request, [progress](const GenerationEvent& e) {
-        if (e.kind != GenerationEvent::Kind::Finished) return;
+      Admission r = engine.submit(request, [progress](const EngineEvent& e) {
+        if (e.kind != EngineEvent::Kind::Finished) return;
         std::lock_guard lock(progress->mutex);
         --progress->in_flight;
         progress->prompt_tokens += e.prompt_tokens;
@@ -56,10 +61,10 @@ WarmupReport run_warmup(Engine& engine, const std::vector<WarmupPrompt>& prompts
         }
         progress->changed.notify_all();
       });
-      if (r.status == SubmitStatus::Accepted) break;
+      if (r.status == AdmissionStatus::Accepted) break;
       std::unique_lock lock(progress->mutex);
       --progress->in_flight;
-      if (r.status != SubmitStatus::QueueFull || progress->in_flight == 0) {
+      if (r.status != AdmissionStatus::QueueFull || progress->in_flight == 0) {
         fail("warmup[", i, "]: the engine refused the prompt: ", r.message);
       }
       // The queue is full: wait for one warm-up request to finish, then submit again.

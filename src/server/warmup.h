@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "engine/engine.h"
 #include "server/config.h"
+#include "server/engine_client.h"
 
 namespace k25 {
 
@@ -20,6 +20,7 @@ struct WarmupReport {
 // Runs every prompt (greedy, up to `max_tokens` tokens each), as many at once as the engine
 // takes, and waits for all of them. Throws k25::Error naming the entry for a prompt the engine
 // cannot run (unknown domain, longer than the context) or one that ends with an error.
-WarmupReport run_warmup(Engine& engine, const std::vector<WarmupPrompt>& prompts, int max_tokens);
+WarmupReport run_warmup(EngineClient& engine, const std::vector<WarmupPrompt>& prompts,
+                        int max_tokens);
 
 }  // namespace k25

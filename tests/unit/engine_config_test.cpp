@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "capi_engine.h"
+
 namespace k25 {
 namespace {
 
@@ -21,7 +23,7 @@ TEST(EngineConfig, TheServersValuesArriveUnchanged) {
   set_config_value(c, "flash_scheduler.speculative", "auto");
   set_config_value(c, "engine.debug_fault", "bad_alloc:step=3");
   c.redis_password = "a=b c";  // what load_redis_password read from its file
-  const EngineSetup s = engine_setup(c);
+  const EngineSetup s = testing::engine_setup_of(c);
   EXPECT_EQ(s.engine.n_threads, 3);
   EXPECT_EQ(s.engine.position_cost, 0.0123456789);  // bit for bit
   EXPECT_EQ(s.engine.aging_per_second, 2.5);
@@ -38,10 +40,10 @@ TEST(EngineConfig, TheServersValuesArriveUnchanged) {
 
 TEST(EngineConfig, TheDefaultsAreTheServersDefaults) {
   const ServerConfig c;
-  const EngineSetup s = engine_setup(c);
+  const EngineSetup s = testing::engine_setup_of(c);
   EXPECT_EQ(s.engine.max_batch_size, c.max_batch_size);
   EXPECT_EQ(s.engine.queue_timeout_ms, c.queue_timeout_s * 1000);
-  EXPECT_EQ(s.engine.kv_dtype, c.kv_cache_dtype);
+  EXPECT_EQ(to_string(s.engine.kv_dtype), c.kv_cache_dtype);
   EXPECT_EQ(s.engine.kv_page_tokens, c.l2_page_tokens);
   EXPECT_EQ(s.engine.l3_session_prefetch, c.l3_prefetcher == "lru-k");
   EXPECT_EQ(s.flash.rule_mode, c.rule_pruning);

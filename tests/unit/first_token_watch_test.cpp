@@ -14,9 +14,14 @@ using Clock = FirstTokenWatch::Clock;
 
 const Clock::time_point t0{};
 
+// The watch reads the engine's count of computed positions through a function.
+std::function<int64_t()> reader(const std::shared_ptr<std::atomic<int64_t>>& counter) {
+  return [counter] { return counter->load(); };
+}
+
 TEST(FirstTokenWatch, WithoutProgressTheRequestTimesOutAfterTheLimit) {
   auto progress = std::make_shared<std::atomic<int64_t>>(0);
-  FirstTokenWatch watch(t0, milliseconds(1000), progress);
+  FirstTokenWatch watch(t0, milliseconds(1000), reader(progress));
   EXPECT_EQ(watch.deadline(t0), t0 + milliseconds(1000));
   EXPECT_EQ(watch.deadline(t0 + milliseconds(999)), t0 + milliseconds(1000));
   // Progress restarts the limit from when it is seen; then a stall times out again.
@@ -30,7 +35,7 @@ TEST(FirstTokenWatch, SlowButProgressingLongPromptsDoNotOpenTheCircuitRealFailur
   // A 4096-token prompt in 128-token chunks of 900 ms each: 29 s to its first token against a
   // 1 s limit. Polled every 100 ms, as the server does.
   auto progress = std::make_shared<std::atomic<int64_t>>(0);
-  FirstTokenWatch watch(t0, milliseconds(1000), progress);
+  FirstTokenWatch watch(t0, milliseconds(1000), reader(progress));
   bool timed_out = false;
   for (int ms = 0; ms <= 32 * 900 && !timed_out; ms += 100) {
     const Clock::time_point now = t0 + milliseconds(ms);
@@ -43,17 +48,17 @@ TEST(FirstTokenWatch, SlowButProgressingLongPromptsDoNotOpenTheCircuitRealFailur
 
   // The engine stuck (or the request queued without a slot): no progress for the limit.
   auto stuck = std::make_shared<std::atomic<int64_t>>(0);
-  FirstTokenWatch stalled(t0, milliseconds(1000), stuck);
+  FirstTokenWatch stalled(t0, milliseconds(1000), reader(stuck));
   EXPECT_TRUE(t0 + milliseconds(1000) >= stalled.deadline(t0 + milliseconds(1000)));
   breaker.on_failure(false, t0 + milliseconds(1000));
   EXPECT_EQ(breaker.state(), CircuitState::Open);
 }
 
 TEST(FirstTokenWatch, AnErrorFinishIsAnEngineFailureOtherEventsAreNot) {
-  GenerationEvent token;
+  EngineEvent token;
   EXPECT_FALSE(engine_failed(token));
-  GenerationEvent finished;
-  finished.kind = GenerationEvent::Kind::Finished;
+  EngineEvent finished;
+  finished.kind = EngineEvent::Kind::Finished;
   for (FinishReason reason : {FinishReason::Stop, FinishReason::Length, FinishReason::Cancelled}) {
     finished.finish_reason = reason;
     EXPECT_FALSE(engine_failed(finished)) << finish_reason_name(reason);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../integration/server_process.h"
+#include "capi_engine.h"
 #include "engine/engine.h"
 #include "flash/domain_map.h"
 #include "flash/gate.h"
@@ -88,8 +89,8 @@ class FlashApi : public ::testing::Test {
 
 TEST_F(FlashApi, ResponsesNameTheLevelAndWhatWasSkipped) {
   InProcessServer server(config());
-  Engine engine(*model_, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(*model_, engine_options(), config());
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   const std::string body = R"({"prompt":"Once upon a time","max_tokens":4,"temperature":0})";
 
   int status = 0;
@@ -125,8 +126,8 @@ TEST_F(FlashApi, ResponsesNameTheLevelAndWhatWasSkipped) {
 
 TEST_F(FlashApi, UnknownDomainIsGateNotFoundAndBadPruningValueIs400) {
   InProcessServer server(config());
-  Engine engine(*model_, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(*model_, engine_options(), config());
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   int status = 0;
   json r = generate(server.port(), R"({"prompt":"x","max_tokens":1})", "Legal", &status);
   EXPECT_EQ(status, 400);
@@ -142,8 +143,8 @@ TEST_F(FlashApi, PlainModelWithoutMetadataRunsLevel0UnlessRulesAreOn) {
   c.model_path = testing::shared_path("models/stories260K.gguf");
   {
     InProcessServer server(c);
-    Engine engine(*model_, engine_options());
-    server.api().set_engine(&engine);
+    testing::CApiEngine engine(*model_, engine_options(), c);
+    server.api().set_engine(engine.handle(), engine.tokenizer());
     json r = generate(server.port(), R"({"prompt":"Once","max_tokens":2})");
     EXPECT_EQ(r["flash"]["level"], 0);
     int status = 0;
@@ -152,8 +153,8 @@ TEST_F(FlashApi, PlainModelWithoutMetadataRunsLevel0UnlessRulesAreOn) {
   }
   c.rule_pruning = "on";
   InProcessServer server(c);
-  Engine engine(*model_, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(*model_, engine_options(), c);
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   json r = generate(server.port(), R"({"prompt":"Once","max_tokens":2})");
   EXPECT_EQ(r["flash"]["level"], 1);
 }
@@ -169,8 +170,8 @@ TEST_F(FlashApi, Level3DecisionsAndTheFinalPlanAreReported) {
       R"({"prompt":"Once upon a time","max_tokens":100,"ignore_eos":true,"temperature":0})";
   {
     InProcessServer server(c);
-    Engine engine(*model_, engine_options());
-    server.api().set_engine(&engine);
+    testing::CApiEngine engine(*model_, engine_options(), c);
+    server.api().set_engine(engine.handle(), engine.tokenizer());
     json r = generate(server.port(), body);
     EXPECT_EQ(r["flash"]["level"], 1);
     ASSERT_TRUE(r["flash"].contains("adaptive")) << r.dump();
@@ -182,8 +183,8 @@ TEST_F(FlashApi, Level3DecisionsAndTheFinalPlanAreReported) {
   }
   c.adaptive_pruning = false;
   InProcessServer server(c);
-  Engine engine(*model_, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(*model_, engine_options(), c);
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   json r = generate(server.port(), body);
   EXPECT_EQ(r["flash"]["level"], 1);
   EXPECT_FALSE(r["flash"].contains("adaptive")) << r.dump();

@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -47,6 +48,33 @@ TEST(Layering, EveryIncludePointsDown) {
     }
   }
   EXPECT_GT(files, 100);
+}
+
+// R-API6: the server is built on the C API. Nothing in src/server or tools/k25-server.cpp includes
+// the engine, the KV tiers, the loaded model or the C API's C++ side: the engine is reached
+// through include/k25.h alone (server/engine_client.h). The libraries below that are not the
+// engine stay usable (tokenizers and templates, grammar text, sampling parameters, Flash's
+// header parsing).
+TEST(Layering, TheServerReachesTheEngineThroughK25HOnly) {
+  const fs::path root(K25_SOURCE_DIR);
+  const std::regex forbidden(
+      R"re(^\s*#\s*include\s*"((engine|kv|capi|kernels)/[^"]*|model/(model|transformer|weights)\.h)")re");
+  std::vector<fs::path> files = {root / "tools" / "k25-server.cpp"};
+  for (const auto& entry : fs::recursive_directory_iterator(root / "src" / "server")) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
+  int uses_k25_h = 0;
+  for (const fs::path& file : files) {
+    std::ifstream in(file);
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      std::smatch m;
+      EXPECT_FALSE(std::regex_search(line, m, forbidden))
+          << file.lexically_relative(root).string() << ":" << number << ": " << line;
+      uses_k25_h += line.find("#include \"k25.h\"") != std::string::npos;
+    }
+  }
+  EXPECT_GE(uses_k25_h, 3);
 }
 
 }  // namespace

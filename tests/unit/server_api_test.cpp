@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "../integration/server_process.h"
+#include "capi_engine.h"
 #include "engine/engine.h"
 #include "fake_model.h"
 #include "in_process_server.h"
@@ -42,7 +43,7 @@ const std::string kRequest = R"({"prompt":"abc","max_tokens":3,"temperature":0})
 TEST(ServerApi, LoadingIs503ThenServes) {
   testing::FakeModel model;
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options(2, 2));
+  testing::CApiEngine engine(model, engine_options(2, 2));
   HttpResult health = http_call(server.port(), "GET", "/health");
   EXPECT_EQ(health.status, 503);
   EXPECT_EQ(json::parse(health.body)["status"], "loading");
@@ -51,7 +52,7 @@ TEST(ServerApi, LoadingIs503ThenServes) {
   EXPECT_EQ(generate.headers["retry-after"], "3");
   EXPECT_EQ(json::parse(generate.body)["error"]["code"], "loading");
 
-  server.api().set_engine(&engine);
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   EXPECT_EQ(http_call(server.port(), "GET", "/health").status, 200);
   HttpResult ok = http_call(server.port(), "POST", "/generate", kRequest);
   ASSERT_EQ(ok.status, 200) << ok.body;
@@ -63,8 +64,8 @@ TEST(ServerApi, FullQueueIs429WithRetryAfter) {
   testing::FakeModel model;
   model.hold();
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options(/*max_batch_size=*/1, /*max_queue=*/0));
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options(/*max_batch_size=*/1, /*max_queue=*/0));
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   std::thread first([&] {
     HttpResult r = http_call(server.port(), "POST", "/generate", kRequest);
     EXPECT_EQ(r.status, 200);
@@ -81,8 +82,8 @@ TEST(ServerApi, FullQueueIs429WithRetryAfter) {
 TEST(ServerApi, DrainingIs503AndHealthSaysSo) {
   testing::FakeModel model;
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options(2, 2));
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options(2, 2));
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   server.api().set_draining();
   HttpResult health = http_call(server.port(), "GET", "/health");
   EXPECT_EQ(health.status, 503);
@@ -100,8 +101,8 @@ void expect_disconnect_cancels(bool streaming) {
   testing::FakeModel model(/*context_length=*/4096);
   model.hold();
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options(2, 2));
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options(2, 2));
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   const int max_tokens = 4000;
   {
     net::io_context ioc;
@@ -116,14 +117,15 @@ void expect_disconnect_cancels(bool streaming) {
     model.wait_for_forward_calls(1);
   }  // the client is gone
   const auto& cancelled =
-      engine.stats().requests_finished[static_cast<int>(FinishReason::Cancelled)];
+      engine.engine().stats().requests_finished[static_cast<int>(FinishReason::Cancelled)];
   for (int step = 0; cancelled.load() == 0; ++step) {
     ASSERT_LT(step, max_tokens - 10) << "the request was never cancelled";
     model.grant(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   model.release();
-  EXPECT_EQ(engine.stats().requests_finished[static_cast<int>(FinishReason::Length)].load(), 0u);
+  EXPECT_EQ(
+      engine.engine().stats().requests_finished[static_cast<int>(FinishReason::Length)].load(), 0u);
 }
 
 TEST(ServerApi, DisconnectCancelsAWaitingRequest) {
@@ -138,8 +140,8 @@ TEST(ServerApi, StreamedMultiByteTextArrivesWhole) {
   model.set_next(testing::letter('c'), testing::kByteC3);
   model.set_next(testing::kByteA9, testing::letter('z'));
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options(2, 2));
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options(2, 2));
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   HttpResult r = http_call(server.port(), "POST", "/generate",
                            R"({"prompt":"abc","max_tokens":3,"temperature":0,"stream":true})");
   ASSERT_EQ(r.status, 200);

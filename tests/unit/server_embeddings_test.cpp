@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../integration/server_process.h"
+#include "capi_engine.h"
 #include "core/error.h"
 #include "embedding_reference.h"
 #include "engine/embedding_batch.h"
@@ -45,8 +46,8 @@ class ServerEmbeddings : public ::testing::Test {
   void start(EngineOptions options) {
     options.n_threads = 2;
     server_ = std::make_unique<InProcessServer>(quiet_config());
-    engine_ = std::make_unique<Engine>(*model_, options);
-    server_->api().set_engine(engine_.get());
+    engine_ = std::make_unique<testing::CApiEngine>(*model_, options);
+    server_->api().set_engine(engine_->handle(), engine_->tokenizer());
   }
   void TearDown() override {
     engine_.reset();
@@ -59,7 +60,7 @@ class ServerEmbeddings : public ::testing::Test {
 
   std::unique_ptr<Model> model_;
   std::unique_ptr<InProcessServer> server_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<testing::CApiEngine> engine_;
 };
 
 TEST_F(ServerEmbeddings, OpenAiShapeAndTheEngineVector) {
@@ -77,7 +78,7 @@ TEST_F(ServerEmbeddings, OpenAiShapeAndTheEngineVector) {
   EXPECT_EQ(body["usage"]["prompt_tokens"], ids.size());
   EXPECT_EQ(body["usage"]["total_tokens"], ids.size());
   const std::vector<float> got = floats(body["data"][0]["embedding"]);
-  EXPECT_EQ(got, embed_all(*engine_, {ids}, Pooling::Mean).at(0));
+  EXPECT_EQ(got, embed_all(engine_->engine(), {ids}, Pooling::Mean).at(0));
   ASSERT_EQ(got.size(), ref.embedding.size());
   for (size_t i = 0; i < got.size(); ++i)
     EXPECT_NEAR(got[i], ref.embedding[i], 5e-4) << i;  // as engine_embedding_test

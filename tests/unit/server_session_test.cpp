@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "../integration/server_process.h"
+#include "capi_engine.h"
 #include "engine/engine.h"
 #include "fake_model.h"
 #include "in_process_server.h"
@@ -57,8 +58,8 @@ json streamed_usage(const std::string& sse) {
 TEST(ServerSession, CompletionsReportCachedTokensForARepeatedPrefix) {
   testing::FakeModel model;
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options());
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   const json request = {
       {"prompt", kLetters}, {"max_tokens", 2}, {"temperature", 0}, {"user", "alice"}};
   json first = post(server.port(), "/v1/completions", request);
@@ -79,14 +80,14 @@ TEST(ServerSession, CompletionsReportCachedTokensForARepeatedPrefix) {
   json usage = streamed_usage(sse.body);
   ASSERT_TRUE(usage.is_object()) << sse.body;
   EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"], 16);
-  EXPECT_EQ(engine.stats().session_requests.load(), 3u);
+  EXPECT_EQ(engine.engine().stats().session_requests.load(), 3u);
 }
 
 TEST(ServerSession, GenerateReportsCachedTokensAndMetricsShowTheHitRate) {
   testing::FakeModel model;
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options());
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   const json request = {
       {"prompt", kLetters}, {"max_tokens", 2}, {"temperature", 0}, {"session_id", "s-1"}};
   EXPECT_EQ(post(server.port(), "/generate", request)["usage"]["cached_tokens"], 0);
@@ -102,8 +103,8 @@ TEST(ServerSession, GenerateReportsCachedTokensAndMetricsShowTheHitRate) {
 TEST(ServerSession, OverlongSessionIdsAreRejected) {
   testing::FakeModel model;
   InProcessServer server(quiet_config());
-  Engine engine(model, engine_options());
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, engine_options());
+  server.api().set_engine(engine.handle(), engine.tokenizer());
   const json request = {{"prompt", "abc"}, {"max_tokens", 1}, {"user", std::string(300, 'x')}};
   HttpResult r = http_call(server.port(), "POST", "/v1/completions", request.dump());
   EXPECT_EQ(r.status, 400);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "capi_engine.h"
 #include "engine/engine.h"
 #include "fake_model.h"
 #include "in_process_server.h"
@@ -17,8 +18,8 @@
 namespace k25 {
 namespace {
 
-GenerationEvent token_event(size_t text_bytes) {
-  GenerationEvent e;
+EngineEvent token_event(size_t text_bytes) {
+  EngineEvent e;
   e.text = std::string(text_bytes, 'x');
   return e;
 }
@@ -39,7 +40,7 @@ bool next_gives_event(net::io_context& ioc, EventChannel& channel) {
 
 TEST(EventChannel, OverflowDropsTheEventsAndRunsTheActionOnce) {
   net::io_context ioc;
-  const GenerationEvent e = token_event(100);
+  const EngineEvent e = token_event(100);
   auto channel =
       std::make_shared<EventChannel>(ioc.get_executor(), 3 * EventChannel::event_bytes(e));
   int actions = 0;
@@ -73,9 +74,9 @@ TEST(EventChannel, OneEventAlwaysFitsAndALateActionStillRuns) {
 }
 
 TEST(EventChannel, CountsTheEventsPayloads) {
-  GenerationEvent e = token_event(10);
+  EngineEvent e = token_event(10);
   const size_t plain = EventChannel::event_bytes(e);
-  EXPECT_GE(plain, sizeof(GenerationEvent) + 10);
+  EXPECT_GE(plain, sizeof(EngineEvent) + 10);
   e.logprobs = TokenLogprobs{-1.0f, std::vector<std::pair<TokenId, float>>(20)};
   EXPECT_EQ(EventChannel::event_bytes(e), plain + 20 * sizeof(std::pair<TokenId, float>));
   e.embedding.resize(64);
@@ -125,8 +126,8 @@ TEST(ServerStreamBound, AClientThatStopsReadingIsCancelledAndToldWhy) {
   options.n_threads = 1;
   options.max_batch_size = 1;
   options.max_queue = 1;
-  Engine engine(model, options);
-  server.api().set_engine(&engine);
+  testing::CApiEngine engine(model, options, config);
+  server.api().set_engine(engine.handle(), engine.tokenizer());
 
   const std::string body = nlohmann::json({{"prompt", "a"},
                                            {"max_tokens", max_tokens},
@@ -140,7 +141,7 @@ TEST(ServerStreamBound, AClientThatStopsReadingIsCancelledAndToldWhy) {
       "Content-Type: application/json\r\nContent-Length: " +
       std::to_string(body.size()) + "\r\n\r\n" + body;
   const int fd = silent_client(server.port(), request);
-  const EngineStats& stats = engine.stats();
+  const EngineStats& stats = engine.engine().stats();
   auto finished = [&](FinishReason r) {
     return stats.requests_finished[static_cast<int>(r)].load();
   };

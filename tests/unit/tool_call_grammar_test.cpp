@@ -95,8 +95,8 @@ const char* kWeatherArgs = R"({"city": "Paris", "unit": "celsius"})";
 TEST(ToolCallGrammar, AcceptsTheRenderingOfEveryFormat) {
   for (ToolCallFormat format : kFormats) {
     const char* label = tool_call_format_name(format);
-    const auto grammar =
-        forced_tool_call_grammar(format, request(ToolChoiceMode::Required, false), kTools);
+    const auto grammar = compile_gbnf(
+        forced_tool_call_grammar(format, request(ToolChoiceMode::Required, false), kTools));
     const std::string weather = rendering(format, "get_weather", kWeatherArgs);
     ASSERT_EQ(parse_tool_calls(format, weather, json(kTools)).calls.size(), 1u) << label;
     EXPECT_TRUE(accepts(grammar, weather)) << label << ": " << weather;
@@ -115,8 +115,8 @@ TEST(ToolCallGrammar, AcceptsTheRenderingOfEveryFormat) {
 
 TEST(ToolCallGrammar, ANamedChoiceAcceptsOnlyThatTool) {
   for (ToolCallFormat format : kFormats) {
-    const auto grammar = forced_tool_call_grammar(
-        format, request(ToolChoiceMode::Named, true, "get_weather"), kTools);
+    const auto grammar = compile_gbnf(forced_tool_call_grammar(
+        format, request(ToolChoiceMode::Named, true, "get_weather"), kTools));
     EXPECT_TRUE(accepts(grammar, rendering(format, "get_weather", kWeatherArgs)))
         << tool_call_format_name(format);
     EXPECT_FALSE(accepts(grammar, rendering(format, "search", "{}")))
@@ -132,7 +132,7 @@ TEST(ToolCallGrammar, RandomSentencesParseIntoValidCallsOfTheAllowedTools) {
           request(ToolChoiceMode::Named, true, "search")}) {
       const std::string label =
           concat(tool_call_format_name(format), r.forced_name, r.parallel ? " parallel" : "");
-      const auto grammar = forced_tool_call_grammar(format, r, kTools);
+      const auto grammar = compile_gbnf(forced_tool_call_grammar(format, r, kTools));
       testing::GrammarWalk walk(*grammar);
       for (int i = 0; i < 30; ++i) {
         const std::string text = walk.sentence(rng, 10);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../integration/server_process.h"
+#include "capi_engine.h"
 #include "engine/engine.h"
 #include "in_process_server.h"
 #include "model/model.h"
@@ -92,8 +93,8 @@ struct ScriptedServer {
   explicit ScriptedServer(std::vector<std::string> script) : model(std::move(script)) {
     EngineOptions o;
     o.n_threads = 1;
-    engine = std::make_unique<Engine>(model, o);
-    server.api().set_engine(engine.get());
+    engine = std::make_unique<testing::CApiEngine>(model, o);
+    server.api().set_engine(engine->handle(), engine->tokenizer());
   }
   HttpResult chat(json extra) {
     json body = {{"messages", json::array({{{"role", "user"}, {"content", "weather"}}})},
@@ -109,7 +110,7 @@ struct ScriptedServer {
     c.log_requests = false;
     return c;
   }()};
-  std::unique_ptr<Engine> engine;
+  std::unique_ptr<testing::CApiEngine> engine;
 };
 
 TEST(ToolCallsServer, AnAnswerWithACallComesBackAsToolCalls) {
