@@ -396,9 +396,10 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
       fingerprint.domain_hint = request->domain_hint;
       fingerprint.domain_given = true;
     }
-    const bool plannable = !r.embedding;  // embeddings run the whole model
+    // Embeddings run the whole model and stay out of Flash's counters.
+    const bool planned = !r.embedding;
     const k25::FlashResult flash =
-        engine->flash->plan(fingerprint, request->pruning == 0 || !plannable);
+        planned ? engine->flash->plan(fingerprint, request->pruning == 0) : k25::FlashResult{};
     r.plan = flash.decision.plan;
     r.adaptive_pruning = engine->adaptive_pruning && flash.decision.level > 0;
 
@@ -407,10 +408,10 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
     r.progress = state->progress;
     // The id is known only once submit returns; events name it from the shared slot.
     auto id_slot = std::make_shared<std::atomic<int64_t>>(0);
-    auto on_event = [engine, callback, user_data, state, id_slot,
+    auto on_event = [engine, callback, user_data, state, id_slot, planned,
                      decision = flash.decision](const k25::GenerationEvent& e) {
       const bool finished = e.kind == k25::GenerationEvent::Kind::Finished;
-      if (finished) {
+      if (finished && planned) {
         engine->flash->record_finished(decision, e.prompt_tokens + e.completion_tokens);
       }
       if (state->polled) {
