@@ -2,7 +2,8 @@
 // chooses (Level 1 rule, Level 2 per calibrated domain) against the full model, in one run, with
 // the share of compute each plan skips, so the speedup can be set against it (docs/flash.md).
 // Plans and the full model alternate within every repetition and the median is reported, so
-// slow drifts of the machine hit every row alike.
+// slow drifts of the machine hit every row alike. --mixed compares instead a batch of sequences
+// under distinct plans, in one forward call per step, with the same batch under one plan.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/text_file.h"
 #include "engine/batched_bench.h"
 #include "flash/flash_planner.h"
+#include "kernels/kernel_table.h"
 
 namespace {
 
@@ -53,6 +55,55 @@ k25::PlanDecision decide(const k25::Model& model, const std::string& metadata_di
   return planner.plan(in, false).decision;
 }
 
+// Issue 16's mixed batches: n_parallel sequences decoding under n_parallel different plans (each
+// skips the FFN of a different block, so each saves the same compute), in one forward call per
+// step or in one call per plan (how the engine ran them before), against the same batch under
+// one plan. Printed as a table of decode tok/s (medians over `reps`, rows alternating).
+int run_mixed(k25::Model& model, int n_prompt, int n_generate, int n_parallel, int ubatch, int reps,
+              k25::ThreadPool& pool) {
+  const k25::ModelConfig& c = model.config();
+  std::vector<std::unique_ptr<k25::ComputePlan>> owned;
+  std::vector<const k25::ComputePlan*> one, distinct;
+  for (int i = 0; i < n_parallel; ++i) {
+    owned.push_back(
+        std::make_unique<k25::ComputePlan>(k25::ComputePlan::full(c.n_layers, c.n_heads)));
+    owned.back()->set_ffn(c.n_layers - 1 - i % c.n_layers, false);
+    distinct.push_back(owned.back().get());
+    one.push_back(owned.front().get());
+  }
+  struct MixRow {
+    const char* name;
+    k25::BatchedBenchCase c;
+    std::vector<double> decode_tps;
+  };
+  std::vector<MixRow> rows = {
+      {"one plan", {n_prompt, n_generate, n_parallel}, {}},
+      {"distinct plans, one call", {n_prompt, n_generate, n_parallel}, {}},
+      {"distinct plans, a call per plan", {n_prompt, n_generate, n_parallel}, {}}};
+  rows[0].c.sequence_plans = one;
+  rows[1].c.sequence_plans = distinct;
+  rows[2].c.sequence_plans = distinct;
+  rows[2].c.call_per_plan = true;
+  k25::run_batched_bench(model, rows[0].c, pool, ubatch);  // untimed: page faults, cold caches
+  for (int r = 0; r < reps; ++r) {
+    for (MixRow& row : rows) {
+      row.decode_tps.push_back(
+          k25::run_batched_bench(model, row.c, pool, ubatch).decode_tokens_per_s());
+      std::fprintf(stderr, "rep %d/%d %s: decode %.1f tok/s\n", r + 1, reps, row.name,
+                   row.decode_tps.back());
+    }
+  }
+  const double base = median(rows[0].decode_tps);
+  std::printf("isa %s, %d sequences, %d prompt + %d decode tokens each\n", k25::kernels().isa,
+              n_parallel, n_prompt, n_generate);
+  std::printf("| batch | decode tok/s | vs one plan |\n|---|---|---|\n");
+  for (const MixRow& row : rows) {
+    std::printf("| %s | %.1f | %.3f |\n", row.name, median(row.decode_tps),
+                median(row.decode_tps) / base);
+  }
+  return 0;
+}
+
 std::vector<std::string> domains_of(const k25::Model& model, const std::string& metadata_dir) {
   if (metadata_dir.empty()) return {};
   k25::FlashOptions options;
@@ -67,8 +118,10 @@ int main(int argc, char** argv) {
   CLI::App app{"k25-planbench: forward-pass speed under Flash compute plans vs the full model"};
   std::string model_path, metadata_dir, prompt_file;
   int n_prompt = 256, n_generate = 64, n_parallel = 1, ubatch = 128, threads = 2, reps = 3;
-  bool json_out = false;
+  bool json_out = false, mixed = false;
   app.add_option("-m,--model", model_path, "GGUF model")->required();
+  app.add_flag("--mixed", mixed,
+               "compare a batch of --npl sequences under distinct plans with one plan (issue 16)");
   app.add_option("--metadata", metadata_dir, "k25_metadata directory (Level 2 rows per domain)");
   app.add_option("--prompt-file", prompt_file, "text whose fingerprint the gates see");
   app.add_option("--npp", n_prompt, "prompt tokens")->capture_default_str();
@@ -82,6 +135,10 @@ int main(int argc, char** argv) {
   try {
     if (threads < 1 || reps < 1) k25::fail("--threads and --reps must be at least 1");
     auto model = k25::Model::load(model_path);
+    if (mixed) {
+      k25::ThreadPool pool(threads);
+      return run_mixed(*model, n_prompt, n_generate, n_parallel, ubatch, reps, pool);
+    }
     const std::string text = prompt_file.empty()
                                  ? std::string(
                                        "Once upon a time, there was a "

@@ -1,5 +1,5 @@
-// k25-run: generate text, measure perplexity, dump logits, tokenize, embed and measure batched
-// decode from the command line.
+// k25-run: generate text, measure perplexity, dump logits, tokenize, embed, measure batched
+// decode and the cost of verifying drafts, from the command line.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/text_file.h"
 #include "engine/batched_bench.h"
+#include "engine/verify_cost_bench.h"
 #include "engine/embedding_batch.h"
 #include "engine/engine_generate.h"
 #include "formats/gguf.h"
@@ -229,6 +230,41 @@ int run_embed(const std::string& model_path, const std::vector<std::string>& pro
 
 }  // namespace
 
+// Issue 16's verify cost: a forward call of k + 1 positions against a decode step, and the decode
+// speed-up that follows at a given per-token acceptance (n-gram drafts cost nothing to make).
+int run_verify_cost(const std::string& model_path, int depth, int max_k, int reps, int threads,
+                    k25::KvDtype kv_dtype, double acceptance, bool json_out) {
+  auto model = k25::Model::load(model_path);
+  k25::ThreadPool pool(threads);
+  const std::vector<k25::VerifyCost> costs =
+      k25::measure_verify_cost(*model, depth, max_k, reps, pool, kv_dtype);
+  json rows = json::array();
+  if (!json_out) {
+    std::printf("isa %s, depth %d, %d threads, acceptance %.2f\n", k25::kernels().isa, depth,
+                threads, acceptance);
+    std::printf("| %2s | %9s | %9s | %16s | %9s |\n", "k", "ms", "x decode", "tokens / verify",
+                "speed-up");
+  }
+  for (const k25::VerifyCost& c : costs) {
+    const double tokens = k25::expected_tokens_per_verify(acceptance, c.k);
+    const double speedup = tokens / c.vs_decode;
+    if (json_out) {
+      rows.push_back({{"k", c.k},
+                      {"seconds", c.seconds},
+                      {"vs_decode", c.vs_decode},
+                      {"tokens_per_verify", tokens},
+                      {"speedup", speedup}});
+    } else {
+      std::printf("| %2d | %9.2f | %9.2f | %16.2f | %9.2f |\n", c.k, 1000 * c.seconds, c.vs_decode,
+                  tokens, speedup);
+    }
+  }
+  if (json_out) {
+    std::cout << json{{"isa", k25::kernels().isa}, {"depth", depth}, {"rows", rows}}.dump() << '\n';
+  }
+  return 0;
+}
+
 int run_batched_bench(const std::string& model_path, int n_prompt, int n_generate,
                       const std::vector<int>& n_parallel, int ubatch, int threads, int l1_window,
                       k25::KvDtype kv_dtype, bool json_out) {
@@ -396,6 +432,22 @@ int main(int argc, char** argv) {
   bb->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
   bb->add_flag("--json", bench_json, "print one JSON array");
 
+  int depth = 256, max_k = 8, reps = 5;
+  double acceptance = 0.38;
+  auto* vc = app.add_subcommand(
+      "verify-cost", "cost of verifying k drafted tokens against a decode step (speculation)");
+  vc->add_option("-m,--model", model)->required();
+  vc->add_option("--depth", depth, "positions of context before the draft")->capture_default_str();
+  vc->add_option("--max-k", max_k, "largest draft measured")->capture_default_str();
+  vc->add_option("--reps", reps, "calls per k (the median is kept)")->capture_default_str();
+  vc->add_option("--acceptance", acceptance,
+                 "per-token draft acceptance for the projected speed-up")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  vc->add_option("-t,--threads", threads)->capture_default_str();
+  vc->add_option("--kv-cache-dtype", kv_dtype, kKvDtypeHelp)->capture_default_str();
+  vc->add_flag("--json", bench_json, "print one JSON object");
+
   RenderTemplateArgs rt;
   auto* rtc = app.add_subcommand("render-template",
                                  "render a chat template for a conversation (apply_chat_template)");
@@ -425,6 +477,8 @@ int main(int argc, char** argv) {
     if (*lg) return run_logits(model, text, top, threads, dtype);
     if (*tk) return run_tokenize(model, text, no_bos, parse_special);
     if (*em) return run_embed(model, embed_prompts, pooling, threads, dtype);
+    if (*vc)
+      return run_verify_cost(model, depth, max_k, reps, threads, dtype, acceptance, bench_json);
     if (*bb)
       return run_batched_bench(model, n_prompt, n_generate, n_parallel, ubatch, threads, l1_window,
                                dtype, bench_json);

@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 
+#include "core/bits.h"
 #include "core/error.h"
 #include "engine/step_fault.h"
 #include "kernels/kv_dtype.h"
@@ -44,7 +45,7 @@ bool bool_value(std::string_view v, const std::string& key) {
 
 int power_of_two(std::string_view v, const std::string& key, int min, int max) {
   const int n = int_value(v, key, min, max);
-  if ((n & (n - 1)) != 0) fail("setting ", key, ": ", n, " is not a power of 2");
+  if (!is_power_of_two(n)) fail("setting ", key, ": ", n, " is not a power of 2");
   return n;
 }
 

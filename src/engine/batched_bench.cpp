@@ -47,6 +47,23 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
   std::vector<float> logits(static_cast<size_t>(c.n_parallel) * config.n_vocab);
   BatchedBenchResult result;
   result.c = c;
+  if (!c.sequence_plans.empty() && static_cast<int>(c.sequence_plans.size()) != c.n_parallel) {
+    fail("batched bench: ", c.sequence_plans.size(), " plans for ", c.n_parallel, " sequences");
+  }
+  std::vector<const ComputePlan*> row_plans;
+  const auto run_batch = [&](const std::vector<BatchToken>& tokens) {
+    if (c.sequence_plans.empty()) {
+      model.forward(tokens, kv, logits.data(), pool, plan);
+      return;
+    }
+    row_plans.clear();
+    for (const BatchToken& t : tokens) row_plans.push_back(c.sequence_plans[t.seq]);
+    if (c.call_per_plan) {
+      model.Model::forward_mixed(tokens, kv, logits.data(), pool, row_plans);
+    } else {
+      model.forward_mixed(tokens, kv, logits.data(), pool, row_plans);
+    }
+  };
 
   std::vector<BatchToken> batch;
   const auto prefill_start = std::chrono::steady_clock::now();
@@ -55,7 +72,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
       batch.push_back({token_at(seq, pos), pos, seq, pos + 1 == c.n_prompt});
       if (static_cast<int>(batch.size()) == max_batch_tokens ||
           (seq + 1 == c.n_parallel && pos + 1 == c.n_prompt)) {
-        model.forward(batch, kv, logits.data(), pool, plan);
+        run_batch(batch);
         batch.clear();
       }
     }
@@ -69,7 +86,7 @@ BatchedBenchResult run_batched_bench(Model& model, const BatchedBenchCase& c, Th
     const int pos = c.n_prompt + step;
     for (int seq = 0; seq < c.n_parallel; ++seq)
       batch.push_back({token_at(seq, pos), pos, seq, true});
-    model.forward(batch, kv, logits.data(), pool, plan);
+    run_batch(batch);
   }
   result.decode_s = seconds_since(decode_start);
   if (l1) result.l1_hit_share = l1->hit_share();

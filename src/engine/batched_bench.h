@@ -18,6 +18,12 @@ struct BatchedBenchCase {
   int n_parallel = 1;
   int l1_window = 0;  // L1 ring positions per sequence; 0: no L1 tier
   KvDtype kv_dtype = KvDtype::kF32;
+  // Per sequence (n_parallel of them): its compute plan (null: the whole model); empty: every
+  // call runs under run_batched_bench's `plan`. The sequences of different plans share each
+  // forward call (Model::forward_mixed), or, with call_per_plan, every step makes one call per
+  // distinct plan (how the engine ran them before issue 16).
+  std::vector<const ComputePlan*> sequence_plans = {};
+  bool call_per_plan = false;
 };
 
 struct BatchedBenchResult {

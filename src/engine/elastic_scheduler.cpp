@@ -67,7 +67,6 @@ class Planner {
     promised_ = 0;  // from here on, the admitted sequences compete for pages by rank
     plan_decode_tokens();
     plan_prefill();
-    group_by_plan();
     return std::move(d_);
   }
 
@@ -230,7 +229,7 @@ class Planner {
       d_.tasks[task_of_[i]].length += length;
     } else {
       task_of_[i] = static_cast<int>(d_.tasks.size());
-      d_.tasks.push_back({i, computed_[i], length, eff_[i], seqs_[i].plan_key});
+      d_.tasks.push_back({i, computed_[i], length, eff_[i]});
     }
     return length;
   }
@@ -305,20 +304,6 @@ class Planner {
     budget_ -= cost(start, added);
     any_ = any_ || added > 0;
     return true;
-  }
-
-  void group_by_plan() {
-    std::vector<uint64_t> key_order;
-    for (const TaskDescriptor& t : d_.tasks) {
-      if (std::find(key_order.begin(), key_order.end(), t.plan_key) == key_order.end()) {
-        key_order.push_back(t.plan_key);
-      }
-    }
-    std::stable_sort(d_.tasks.begin(), d_.tasks.end(),
-                     [&](const TaskDescriptor& a, const TaskDescriptor& b) {
-                       return std::find(key_order.begin(), key_order.end(), a.plan_key) <
-                              std::find(key_order.begin(), key_order.end(), b.plan_key);
-                     });
   }
 
   const SchedulerOptions& opt_;

@@ -50,7 +50,6 @@ struct SeqView {
   int n_computed = 0;     // positions whose K/V are in the cache
   int pages_held = 0;     // KV pages it holds
   uint64_t arrival = 0;   // submission order (ties)
-  uint64_t plan_key = 0;  // compute plan (config_mask): equal keys share a forward call
 
   int n_pending() const { return n_tokens - n_computed; }
 };
@@ -67,14 +66,13 @@ struct TaskDescriptor {
   int start = 0;
   int length = 0;
   double priority = 0;  // effective priority when planned
-  uint64_t plan_key = 0;
 };
 
 struct StepDecision {
   std::vector<int> admit;    // queued sequences that take a batch slot now
   std::vector<int> preempt;  // running sequences sent back to the queue
   std::vector<int> drop_kv;  // sequences whose KV pages are released (they recompute later)
-  // Tasks of equal plan_key are adjacent (one forward call each); groups in priority order.
+  // In priority order; tasks of any compute plans share the step's forward call.
   std::vector<TaskDescriptor> tasks;
 };
 

@@ -361,7 +361,6 @@ std::optional<Engine::ScheduledStep> Engine::schedule(const Clock::time_point no
     v.pages_held =
         seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size()) - shared;
     v.arrival = seq->id;
-    v.plan_key = seq->plan() ? seq->plan()->key() : 0;
     out.live.push_back(seq.get());
     views.push_back(v);
     shift.push_back(hidden);

@@ -151,11 +151,11 @@ class Engine {
   void admit(Sequence& seq, Clock::time_point now);
   // No task fits although sequences run: the top one fails (or ends at its length).
   void handle_unschedulable(const std::vector<Sequence*>& live);
-  void run_tasks(const ScheduledStep& s);  // one forward call per compute plan
+  void run_tasks(const ScheduledStep& s);  // one forward call, whatever the plans (embeddings apart)
   // Feeds a finished step's time to the calibrator and applies the step cost it measures.
   void recalibrate(int n_tokens, double positions, double step_ms);
-  void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
-                 const ComputePlan* plan);
+  // One forward call over the tasks' tokens, each under its sequence's plan.
+  void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group);
   void on_logits(Sequence& seq, float* logits);
   // Adds the positions a forward call computed for `seq` (`full_model`: without a plan).
   void count_computed(Sequence& seq, int n, bool full_model);

@@ -1,4 +1,5 @@
-// Engine: running a step's tasks. One forward call per compute plan group, then per sequence:
+// Engine: running a step's tasks. One forward call for all of them, whatever their compute plans
+// (embeddings, which need hidden states, in a call of their own), then per sequence:
 // sampling (plain, constrained, or verifying drafts), stop checks, events to the request's
 // callback, and the end of finished requests.
 #include <algorithm>
@@ -17,29 +18,26 @@ void Engine::run_tasks(const ScheduledStep& s) {
   const Clock::time_point step_start = Clock::now();
   int n_tokens = 0, n_sequences = 0;
   double positions = 0;  // the sum of the tokens' context positions (attention's share)
-  // One forward call per compute plan; the scheduler put each plan's tasks next to each other.
-  for (size_t begin = 0; begin < tasks.size();) {
-    size_t end = begin;
-    std::vector<std::pair<Sequence*, TaskDescriptor>> group;
-    while (end < tasks.size() && tasks[end].plan_key == tasks[begin].plan_key) {
-      const TaskDescriptor& t = tasks[end++];
-      group.push_back({s.live[t.seq], t});
-      n_tokens += t.length;
-      positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
-      ++n_sequences;
-    }
-    // Equal keys almost always mean equal plans; split the group if a collision says otherwise.
-    while (!group.empty()) {
-      const ComputePlan* plan = group.front().first->plan();
-      std::vector<std::pair<Sequence*, TaskDescriptor>> same, rest;
-      for (auto& entry : group) {
-        const ComputePlan* p = entry.first->plan();
-        (p == plan || (p && plan && *p == *plan) ? same : rest).push_back(entry);
-      }
-      run_group(same, plan);
-      group.swap(rest);
-    }
-    begin = end;
+  // Tokens of different compute plans share one forward call (issue 16): each block runs over the
+  // tokens whose plan keeps it, so a batch of N plans reads each weight once, not N times.
+  // Embedding requests want hidden states, which only the whole model gives: when a step has
+  // some, the tokens with a plan run in a second call.
+  std::vector<std::pair<Sequence*, TaskDescriptor>> whole, planned;
+  bool embeddings = false;
+  for (const TaskDescriptor& t : tasks) {
+    Sequence* seq = s.live[t.seq];
+    embeddings = embeddings || seq->pooler.has_value();
+    (seq->plan() ? planned : whole).push_back({seq, t});
+    n_tokens += t.length;
+    positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
+    ++n_sequences;
+  }
+  if (embeddings) {
+    run_group(whole);
+    run_group(planned);
+  } else {
+    whole.insert(whole.end(), planned.begin(), planned.end());
+    run_group(whole);
   }
   const double step_ms = ms_between(step_start, Clock::now());
   stats_.step_seconds.observe(step_ms / 1000.0);
@@ -57,9 +55,10 @@ void Engine::recalibrate(int n_tokens, double positions, double step_ms) {
   stats_.step_position_cost = c->position_cost;
 }
 
-void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group,
-                       const ComputePlan* plan) {
+void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group) {
   std::vector<BatchToken> batch;
+  std::vector<const ComputePlan*> plans;  // per token
+  bool any_plan = false;
   std::vector<std::pair<Sequence*, int>> in_batch;        // sequence, tokens it has in the batch
   std::vector<Sequence*> wanting_logits;                  // in batch order
   std::vector<std::pair<Sequence*, int>> wanting_hidden;  // sequence, position; in batch order
@@ -84,7 +83,9 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
       if (token.want_logits) wanting_logits.push_back(seq);
       if (token.want_hidden) wanting_hidden.push_back({seq, pos});
     }
-    if (!plan) add_draft(*seq, task, batch, wanting_logits);
+    if (!seq->plan()) add_draft(*seq, task, batch, wanting_logits);
+    plans.resize(batch.size(), seq->plan());
+    any_plan = any_plan || seq->plan() != nullptr;
     in_batch.push_back({seq, task.length});
   }
   if (batch.empty()) return;
@@ -99,8 +100,8 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
       // Embedding requests run without a plan, so they are only in the plan-less group.
       hidden_.resize(wanting_hidden.size() * static_cast<size_t>(model_.config().dim));
       model_.forward_hidden(batch, forward_cache(), logits_.data(), hidden_.data(), *pool_);
-    } else if (plan) {
-      model_.forward(batch, forward_cache(), logits_.data(), *pool_, plan);
+    } else if (any_plan) {
+      model_.forward_mixed(batch, forward_cache(), logits_.data(), *pool_, plans);
     } else {
       model_.forward(batch, forward_cache(), logits_.data(), *pool_);
     }
@@ -112,7 +113,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   const Clock::time_point served = Clock::now();
   for (auto& [seq, n] : in_batch) {
     seq->last_served = served;
-    count_computed(*seq, n, !plan);
+    count_computed(*seq, n, !seq->plan());
   }
   const size_t dim = model_.config().dim;
   for (size_t row = 0; row < wanting_hidden.size(); ++row) {

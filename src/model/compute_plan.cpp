@@ -120,23 +120,6 @@ std::string ComputePlan::describe() const {
   return out;
 }
 
-uint64_t ComputePlan::key() const {
-  // FNV-1a over the switches.
-  uint64_t h = 0xcbf29ce484222325ull;
-  const auto mix = [&h](uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
-  };
-  mix(static_cast<uint64_t>(n_layers));
-  mix(static_cast<uint64_t>(n_heads));
-  mix(keep_kv_of_skipped ? 1 : 0);
-  for (uint8_t a : attention_on) mix(a);
-  for (uint8_t f : ffn_on) mix(f);
-  for (uint64_t w : heads_off) mix(w);
-  return h;
-}
 
 void check_plan_shape(const ComputePlan& plan, int n_layers, int n_heads) {
   const size_t words = static_cast<size_t>(n_layers) * ((n_heads + 63) / 64);

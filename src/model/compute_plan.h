@@ -1,6 +1,6 @@
 // R-PR1: a request's compute plan, the on/off switches of every block's attention and FFN and of
 // every attention head. Nothing is removed from the model; the forward pass reads the plan and
-// skips the switched-off work. Sequences with equal plans can share one forward call (key()).
+// skips the switched-off work. Sequences of any plans share one forward call (Model::forward_mixed).
 #pragma once
 
 #include <cstdint>
@@ -51,9 +51,6 @@ struct ComputePlan {
 
   // "full" or e.g. "attn-off[3] ffn-off[4,5] heads-off[2:0,1]" (logs, the response's flash object).
   std::string describe() const;
-  // Groups requests with identical plans: equal plans have equal keys (and a key collision of
-  // different plans is ruled out by operator==, which the grouping must still use).
-  uint64_t key() const;
 
   friend bool operator==(const ComputePlan& a, const ComputePlan& b) = default;
 };

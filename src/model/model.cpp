@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "formats/model_location.h"
 #include "model/transformer.h"
@@ -18,6 +20,36 @@ void Model::forward(const std::vector<BatchToken>& batch, KvCache& kv, float* lo
     fail("model '", config().name, "' cannot run compute plan ", plan->describe());
   }
   forward(batch, kv, logits, pool);
+}
+
+void Model::forward_mixed(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                          ThreadPool& pool, const std::vector<const ComputePlan*>& plans) {
+  if (plans.size() != batch.size())
+    fail("forward_mixed: ", plans.size(), " plans for ", batch.size(), " tokens");
+  const size_t n_vocab = config().n_vocab;
+  std::vector<bool> done(batch.size(), false);
+  for (size_t first = 0; first < batch.size(); ++first) {
+    if (done[first]) continue;
+    const ComputePlan* plan = plans[first];
+    // The tokens of this plan, in batch order, and where their logits rows go.
+    std::vector<BatchToken> group;
+    std::vector<size_t> logit_rows;
+    size_t row = 0;
+    for (size_t t = 0; t < batch.size(); ++t) {
+      const bool same = plans[t] == plan || (plans[t] && plan && *plans[t] == *plan);
+      if (same && !done[t]) {
+        done[t] = true;
+        group.push_back(batch[t]);
+        if (batch[t].want_logits) logit_rows.push_back(row);
+      }
+      row += batch[t].want_logits ? 1 : 0;
+    }
+    std::vector<float> group_logits(logit_rows.size() * n_vocab);
+    forward(group, kv, group_logits.data(), pool, plan);
+    for (size_t i = 0; i < logit_rows.size(); ++i) {
+      std::copy_n(group_logits.data() + i * n_vocab, n_vocab, logits + logit_rows[i] * n_vocab);
+    }
+  }
 }
 
 void Model::forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,

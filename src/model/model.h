@@ -42,6 +42,12 @@ class Model {
   // silent, R-PR5).
   virtual void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                        ThreadPool& pool, const ComputePlan* plan);
+  // Tokens of different plans in one batch (issue 16): plans[t] is token t's plan (null = the
+  // whole model). Each token's results are those of forward() under its own plan. This default
+  // runs one forward call per distinct plan; a model that can share the weight passes between
+  // plans overrides it.
+  virtual void forward_mixed(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                             ThreadPool& pool, const std::vector<const ComputePlan*>& plans);
   // The whole model, like forward, and for each token with want_hidden also its final hidden
   // state (after the output norm, before the LM head): dim floats into `hidden`, in batch order,
   // packed. A model without hidden states throws k25::Error when a token wants one.

@@ -43,16 +43,38 @@ void Transformer::forward(const std::vector<BatchToken>& batch, KvCache& kv, flo
     check_plan_shape(*plan, c.n_layers, c.n_heads);
     if (plan->is_full()) plan = nullptr;  // the unplanned path, bit for bit
   }
-  run(batch, kv, logits, nullptr, pool, plan);
+  run(batch, kv, logits, nullptr, pool, RowPlans{plan});
+}
+
+void Transformer::forward_mixed(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                                ThreadPool& pool, const std::vector<const ComputePlan*>& plans) {
+  const ModelConfig& c = model_.config;
+  if (plans.size() != batch.size()) {
+    fail("forward_mixed: ", plans.size(), " plans for ", batch.size(), " tokens");
+  }
+  std::vector<const ComputePlan*> rows(plans.size());
+  bool one_plan = true;
+  for (size_t t = 0; t < plans.size(); ++t) {
+    const ComputePlan* p = plans[t];
+    if (p != nullptr && (t == 0 || p != plans[t - 1])) check_plan_shape(*p, c.n_layers, c.n_heads);
+    rows[t] = p != nullptr && p->is_full() ? nullptr : p;
+    one_plan = one_plan && (rows[t] == rows[0] || (rows[t] && rows[0] && *rows[t] == *rows[0]));
+  }
+  // One plan after all: the single-plan path, bit for bit.
+  if (one_plan) {
+    run(batch, kv, logits, nullptr, pool, RowPlans{rows.empty() ? nullptr : rows[0]});
+  } else {
+    run(batch, kv, logits, nullptr, pool, RowPlans{nullptr, &rows});
+  }
 }
 
 void Transformer::forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                                  float* hidden, ThreadPool& pool) {
-  run(batch, kv, logits, hidden, pool, nullptr);
+  run(batch, kv, logits, hidden, pool, RowPlans{});
 }
 
 void Transformer::run(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
-                      float* hidden, ThreadPool& pool, const ComputePlan* plan) {
+                      float* hidden, ThreadPool& pool, const RowPlans& plans) {
   const ModelConfig& c = model_.config;
   const ModelWeights& w = model_.weights;
   const int n = static_cast<int>(batch.size());
@@ -60,11 +82,16 @@ void Transformer::run(const std::vector<BatchToken>& batch, KvCache& kv, float* 
   embed(batch, kv);
 
   for (int l = 0; l < c.n_layers; ++l) {
+    if (plans.rows != nullptr) {
+      mixed_layer(l, batch, kv, pool, *plans.rows);
+      continue;
+    }
+    const ComputePlan* plan = plans.shared;
     const bool attention_on = plan == nullptr || (plan->attention(l) && plan->heads_on(l) > 0);
     if (attention_on) {
-      attention_block(l, batch, kv, pool, plan, false);
+      attention_block(l, batch, kv, pool, plans, n);
     } else if (plan->keep_kv_of_skipped) {
-      attention_block(l, batch, kv, pool, plan, true);
+      attention_block(l, batch, kv, pool, plans, 0);
     }
     if (plan == nullptr || plan->ffn(l)) ffn_block(l, n, pool);
   }
@@ -90,6 +117,59 @@ void Transformer::run(const std::vector<BatchToken>& batch, KvCache& kv, float* 
     const float cap = c.final_logit_softcap, inv_cap = 1.0f / cap;
     const size_t n_logits = static_cast<size_t>(n_out) * c.n_vocab;
     for (size_t i = 0; i < n_logits; ++i) logits[i] = std::tanh(logits[i] * inv_cap) * cap;
+  }
+}
+
+void Transformer::mixed_layer(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
+                              ThreadPool& pool, const std::vector<const ComputePlan*>& plans) {
+  std::vector<int> rows, kv_rows, ffn_rows;  // rows: attention on first, then K/V only
+  for (int t = 0; t < static_cast<int>(batch.size()); ++t) {
+    const ComputePlan* p = plans[t];
+    if (p == nullptr || (p->attention(layer) && p->heads_on(layer) > 0)) {
+      rows.push_back(t);
+    } else if (p->keep_kv_of_skipped) {
+      kv_rows.push_back(t);
+    }
+    if (p == nullptr || p->ffn(layer)) ffn_rows.push_back(t);
+  }
+  const int n_query = static_cast<int>(rows.size());
+  rows.insert(rows.end(), kv_rows.begin(), kv_rows.end());
+  if (!rows.empty()) {
+    std::vector<const ComputePlan*> row_plans;
+    for (int t : rows) row_plans.push_back(plans[t]);
+    on_rows(rows, batch, [&](const std::vector<BatchToken>& tokens) {
+      attention_block(layer, tokens, kv, pool, RowPlans{nullptr, &row_plans}, n_query);
+    });
+  }
+  if (!ffn_rows.empty()) {
+    on_rows(ffn_rows, batch, [&](const std::vector<BatchToken>& tokens) {
+      ffn_block(layer, static_cast<int>(tokens.size()), pool);
+    });
+  }
+}
+
+template <typename Block>
+void Transformer::on_rows(const std::vector<int>& rows, const std::vector<BatchToken>& batch,
+                          Block block) {
+  bool all = rows.size() == batch.size();
+  for (size_t i = 0; all && i < rows.size(); ++i) all = rows[i] == static_cast<int>(i);
+  if (all) {
+    block(batch);
+    return;
+  }
+  const size_t dim = model_.config.dim;
+  std::vector<BatchToken> tokens;
+  tokens.reserve(rows.size());
+  gathered_.resize(rows.size() * dim);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    tokens.push_back(batch[rows[i]]);
+    std::copy_n(x_.data() + rows[i] * dim, dim, gathered_.data() + i * dim);
+  }
+  x_.swap(gathered_);
+  block(tokens);
+  x_.swap(gathered_);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(gathered_.data() + i * dim, dim, x_.data() + rows[i] * dim);
   }
 }
 
@@ -120,7 +200,7 @@ void Transformer::embed(const std::vector<BatchToken>& batch, KvCache& kv) {
 }
 
 void Transformer::attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                                  ThreadPool& pool, const ComputePlan* plan, bool kv_only) {
+                                  ThreadPool& pool, const RowPlans& plans, int n_query) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const int n = static_cast<int>(batch.size());
@@ -136,27 +216,28 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   {
     const TensorView* ws[] = {&L.wk, &L.wv, &L.wq};
     float* ys[] = {k_.data(), v_.data(), q_.data()};
-    matmul_same_input(ws, ys, kv_only ? 2 : 3, xn_.data(), n, pool);
+    matmul_same_input(ws, ys, n_query == n ? 3 : 2, xn_.data(), n, pool);
+    if (n_query > 0 && n_query < n) matmul(L.wq, xn_.data(), n_query, q_.data(), pool);
   }
-  if (!kv_only) add_bias(q_.data(), L.bq, n);
+  add_bias(q_.data(), L.bq, n_query);
   add_bias(k_.data(), L.bk, n);
   add_bias(v_.data(), L.bv, n);
-  position_qk(layer, batch, kv_only);
+  position_qk(layer, batch, n_query);
   for (int t = 0; t < n; ++t) {
     const BatchToken& bt = batch[t];
     kv.store(bt.seq, layer, bt.pos, k_.data() + t * kv_dim, v_.data() + t * kv_dim,
              static_cast<int>(kv_dim));
   }
 
-  if (kv_only) return;
+  if (n_query == 0) return;
 
-  attend(layer, batch, kv, pool, plan);
+  attend(layer, batch, n_query, kv, pool, plans);
   // A masked head's output is zero, so it adds nothing through wo (wo itself still runs whole).
-  matmul(L.wo, attn_.data(), n, xn_.data(), pool);
-  add_residual(L.attn_post_norm, n);
+  matmul(L.wo, attn_.data(), n_query, xn_.data(), pool);
+  add_residual(L.attn_post_norm, n_query);
 }
 
-void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, bool kv_only) {
+void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, int n_query) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const int n = static_cast<int>(batch.size()), hd = c.head_dim;
@@ -174,7 +255,7 @@ void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, b
     float* q = q_.data() + t * q_dim;
     float* k = k_.data() + t * kv_dim;
     rope_[layer].cos_sin(batch[t].pos, cos_sin_.data());
-    if (!kv_only) {
+    if (t < n_query) {
       norm_heads(q, c.n_heads, L.q_norm);
       apply_rope(q, c.n_heads, hd, c.rope_dim, c.rope_neox, cos_sin_.data());
     }
@@ -202,10 +283,10 @@ void Transformer::add_residual(const std::vector<float>& post_norm, int n) {
 // gets a partial output per chunk, merged at the end: at long context even one token of a model
 // with one KV head keeps every thread busy. Threads take tasks from the most expensive down, so
 // long and short contexts in one batch spread evenly.
-void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                         ThreadPool& pool, const ComputePlan* plan) {
+void Transformer::attend(int layer, const std::vector<BatchToken>& batch, int n_query, KvCache& kv,
+                         ThreadPool& pool, const RowPlans& plans) {
   const ModelConfig& c = model_.config;
-  const int n = static_cast<int>(batch.size());
+  const int n = n_query;
   const int hd = c.head_dim, q_dim = c.n_heads * hd, kv_dim = c.kv_dim();
   const int group = c.n_heads / c.n_kv_heads;
   const float scale =
@@ -224,21 +305,26 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     int t0, t1, kv_head, chunk;
     int64_t cost;  // query-key products
   };
-  const auto head_on = [&](int h) { return plan == nullptr || plan->head(layer, h); };
-  // KV heads with at least one query head on; masked heads' outputs are zero.
+  const auto head_on = [&](int t, int h) {
+    const ComputePlan* plan = plans.at(t);
+    return plan == nullptr || plan->head(layer, h);
+  };
+  // KV heads with at least one query head on for some token; masked heads' outputs are zero.
   std::vector<int> kv_heads;
   int active_q_dim = 0;
   for (int g = 0; g < c.n_kv_heads; ++g) {
     bool any = false;
     for (int h = g * group; h < (g + 1) * group; ++h) {
-      if (head_on(h)) {
-        any = true;
-        active_q_dim += hd;
-      } else {
-        for (int t = 0; t < n; ++t) {
+      bool head_any = false;
+      for (int t = 0; t < n; ++t) {
+        if (head_on(t, h)) {
+          head_any = true;
+        } else {
           std::fill_n(attn_.data() + static_cast<size_t>(t) * q_dim + h * hd, hd, 0.0f);
         }
       }
+      if (head_any) active_q_dim += hd;
+      any = any || head_any;
     }
     if (any) kv_heads.push_back(g);
   }
@@ -304,7 +390,7 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
         if (begin(t) >= end(t)) continue;
         const int n_parts = last_chunk(t) - first_chunk(t) + 1;
         for (int h = task.kv_head * group; h < (task.kv_head + 1) * group; ++h) {
-          if (!head_on(h)) continue;
+          if (!head_on(t, h)) continue;
           const size_t off = static_cast<size_t>(t) * q_dim + h * hd;
           AttentionQuery query{q_.data() + off, end(t) - origin, attn_.data() + off,
                                begin(t) - origin};
@@ -338,7 +424,7 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, KvCach
     if (part_base[t] < 0) continue;
     const int n_parts = last_chunk(t) - first_chunk(t) + 1;
     for (int h = 0; h < c.n_heads; ++h) {
-      if (!head_on(h)) continue;
+      if (!head_on(t, h)) continue;
       const size_t slot = part_base[t] + h * n_parts;
       merge_attention_parts(parts_.data() + slot * hd, part_stats_.data() + slot * 2, n_parts, hd,
                             attn_.data() + static_cast<size_t>(t) * q_dim + h * hd);

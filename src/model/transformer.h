@@ -21,25 +21,44 @@ class Transformer final : public Model {
                ThreadPool& pool) override;
   void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits, ThreadPool& pool,
                const ComputePlan* plan) override;
+  void forward_mixed(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
+                     ThreadPool& pool, const std::vector<const ComputePlan*>& plans) override;
   void forward_hidden(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                       float* hidden, ThreadPool& pool) override;
 
  private:
+  // The plan of each token of a batch: one for all (null: the whole model), or one per token.
+  struct RowPlans {
+    const ComputePlan* shared = nullptr;
+    const std::vector<const ComputePlan*>* rows = nullptr;
+    const ComputePlan* at(int t) const { return rows ? (*rows)[t] : shared; }
+  };
   // The layers, then the logits of want_logits tokens and (hidden != null) the final hidden
   // states of want_hidden tokens.
   void run(const std::vector<BatchToken>& batch, KvCache& kv, float* logits, float* hidden,
-           ThreadPool& pool, const ComputePlan* plan);
+           ThreadPool& pool, const RowPlans& plans);
+  // One layer of a batch whose tokens have different plans: the attention weights run once over
+  // the tokens whose attention is on (Q, K, V, output) or only keeps its K/V (K, V), the FFN
+  // weights once over the tokens whose FFN is on; the others pass the block by.
+  void mixed_layer(int layer, const std::vector<BatchToken>& batch, KvCache& kv, ThreadPool& pool,
+                   const std::vector<const ComputePlan*>& plans);
+  // Runs `block` on the tokens `rows` (batch indices) as if they were the whole batch: their
+  // residual rows are gathered into x_ and scattered back after.
+  template <typename Block>
+  void on_rows(const std::vector<int>& rows, const std::vector<BatchToken>& batch, Block block);
   void embed(const std::vector<BatchToken>& batch, KvCache& kv);
-  // kv_only: the block's attention is switched off but its K/V rows are still written.
+  // The first n_query tokens run the whole attention block; the rest only write their K/V rows
+  // (a block switched off whose K/V are kept). n_query = 0: K/V only.
   void attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
-                       ThreadPool& pool, const ComputePlan* plan, bool kv_only);
-  // Q/K norms and RoPE of the batch's fresh Q (unless kv_only) and K rows.
-  void position_qk(int layer, const std::vector<BatchToken>& batch, bool kv_only);
+                       ThreadPool& pool, const RowPlans& plans, int n_query);
+  // Q/K norms and RoPE of the fresh Q rows of the first n_query tokens and of every K row.
+  void position_qk(int layer, const std::vector<BatchToken>& batch, int n_query);
   void ffn_block(int layer, int n_tokens, ThreadPool& pool);
   // The gated FFN of xn_ (the normed input of n tokens), written to xn_.
   void dense_ffn(const LayerWeights& L, int n_tokens, ThreadPool& pool);
-  void attend(int layer, const std::vector<BatchToken>& batch, KvCache& kv, ThreadPool& pool,
-              const ComputePlan* plan);
+  // Attention of the first n_query tokens of the batch, each under its own plan's head mask.
+  void attend(int layer, const std::vector<BatchToken>& batch, int n_query, KvCache& kv,
+              ThreadPool& pool, const RowPlans& plans);
   // x_ += norm(xn_) * post_norm (Gemma's post-attention / post-FFN norms), or x_ += xn_.
   void add_residual(const std::vector<float>& post_norm, int n_tokens);
 
@@ -47,6 +66,7 @@ class Transformer final : public Model {
   std::vector<Rope> rope_;  // per layer
   // Activations, reused across calls (forward is not reentrant).
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, cos_sin_;
+  std::vector<float> gathered_;  // on_rows: the residual rows of the tokens outside the block
   std::vector<std::vector<float>> scores_;  // per thread
   // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
   std::vector<float> parts_, part_stats_;

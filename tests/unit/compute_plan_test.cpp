@@ -17,11 +17,10 @@ namespace {
 
 using testing::shared_path;
 
-TEST(ComputePlan, SwitchesDescribeAndKey) {
+TEST(ComputePlan, SwitchesAndDescription) {
   ComputePlan p = ComputePlan::full(4, 70);  // two mask words per layer
   EXPECT_TRUE(p.is_full());
   EXPECT_EQ(p.describe(), "full");
-  const uint64_t full_key = p.key();
   p.set_ffn(3, false);
   p.set_attention(1, false);
   p.set_head(2, 0, false);
@@ -34,13 +33,10 @@ TEST(ComputePlan, SwitchesDescribeAndKey) {
   EXPECT_FALSE(p.head(2, 65));
   EXPECT_TRUE(p.head(2, 64));
   EXPECT_EQ(p.describe(), "attn-off[1] ffn-off[3] heads-off[2:0,65]");
-  EXPECT_NE(p.key(), full_key);
   ComputePlan q = p;
   EXPECT_EQ(p, q);
-  EXPECT_EQ(p.key(), q.key());
   q.keep_kv_of_skipped = false;
   EXPECT_NE(p, q);
-  EXPECT_NE(p.key(), q.key());
   q = p;
   q.set_head(2, 0, true);
   EXPECT_FALSE(p == q);
@@ -136,6 +132,77 @@ TEST_F(PlannedForward, SkippedAttentionKeepsItsKvWritesWhenAsked) {
   run(&ffn, &ffn_kv);
   for (int l = 0; l < model_->config().n_layers; ++l)
     EXPECT_EQ(keys(*ffn_kv, l), keys(*full_kv, l));
+}
+
+// Issue 16: tokens of different plans in one forward call give, token for token and bit for bit,
+// what each sequence gives alone under its own plan: prefill, the K/V written, and a decode step
+// after it.
+TEST_F(PlannedForward, MixedPlansInOneCallEqualEachPlanAlone) {
+  const ModelConfig& c = model_->config();
+  const int n_vocab = c.n_vocab, last = c.n_layers - 1;
+  std::vector<ComputePlan> plans(8, full());
+  plans[1].set_ffn(last, false);
+  plans[2].set_attention(1, false);  // K/V kept
+  plans[3].set_head(1, 2, false);
+  plans[3].set_head(3, 0, false);
+  plans[4].set_attention(2, false);
+  plans[4].keep_kv_of_skipped = false;
+  plans[5].set_ffn(0, false);
+  plans[5].set_ffn(last, false);
+  plans[5].set_head(2, 5, false);
+  for (int h = 0; h < c.n_heads; ++h) plans[6].set_head(0, h, false);  // layer 0: all masked
+  plans[7].set_attention(3, false);
+  plans[7].set_ffn(3, false);
+  // Sequence s: the prompt's first 4 + s tokens, then one decode token; plan 0 is the full one
+  // (null for s == 0, the plan object for the others).
+  const auto plan_of = [&](int s) -> const ComputePlan* { return s == 0 ? nullptr : &plans[s]; };
+  const auto prompt_of = [&](int s) { return std::min<size_t>(ids_.size(), 4 + s); };
+  const TokenId next = ids_.front();
+
+  std::vector<std::vector<float>> alone_prefill, alone_decode;
+  for (int s = 0; s < 8; ++s) {
+    auto kv = model_->make_kv_cache();
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt_of(s); ++i) batch.push_back({ids_[i], int(i), s, true});
+    std::vector<float> logits(batch.size() * n_vocab);
+    model_->forward(batch, *kv, logits.data(), pool_, plan_of(s));
+    alone_prefill.push_back(logits);
+    std::vector<float> step(n_vocab);
+    model_->forward({{next, int(prompt_of(s)), s, true}}, *kv, step.data(), pool_, plan_of(s));
+    alone_decode.push_back(step);
+  }
+
+  auto kv = model_->make_kv_cache();
+  std::vector<BatchToken> batch;
+  std::vector<const ComputePlan*> row_plans;
+  for (int s = 0; s < 8; ++s) {
+    for (size_t i = 0; i < prompt_of(s); ++i) {
+      batch.push_back({ids_[i], int(i), s, true});
+      row_plans.push_back(plan_of(s));
+    }
+  }
+  std::vector<float> logits(batch.size() * n_vocab);
+  model_->forward_mixed(batch, *kv, logits.data(), pool_, row_plans);
+  size_t row = 0;
+  for (int s = 0; s < 8; ++s) {
+    const std::vector<float> mixed(logits.begin() + row * n_vocab,
+                                   logits.begin() + (row + prompt_of(s)) * n_vocab);
+    EXPECT_EQ(mixed, alone_prefill[s]) << "prefill of sequence " << s;
+    row += prompt_of(s);
+  }
+  batch.clear();
+  row_plans.clear();
+  for (int s = 0; s < 8; ++s) {
+    batch.push_back({next, int(prompt_of(s)), s, true});
+    row_plans.push_back(plan_of(s));
+  }
+  std::vector<float> step(8 * n_vocab);
+  model_->forward_mixed(batch, *kv, step.data(), pool_, row_plans);
+  for (int s = 0; s < 8; ++s) {
+    EXPECT_EQ(std::vector<float>(step.begin() + s * n_vocab, step.begin() + (s + 1) * n_vocab),
+              alone_decode[s])
+        << "decode of sequence " << s << " (" << plans[s].describe() << ")";
+  }
 }
 
 TEST_F(PlannedForward, WrongShapedPlanIsAnError) {

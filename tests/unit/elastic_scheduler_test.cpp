@@ -226,22 +226,6 @@ TEST(ElasticScheduler, PrefillShrinksToTheFreePages) {
   EXPECT_EQ(d.tasks[0].length, 12);
 }
 
-TEST(ElasticScheduler, TasksWithTheSamePlanAreAdjacent) {
-  ElasticScheduler s(options(512, 128));
-  std::vector<SeqView> seqs = {running(kGold, 11, 10, 1), running(kSilver, 11, 10, 2),
-                               running(kSilver, 11, 10, 3), running(kBronze, 11, 10, 4)};
-  seqs[0].plan_key = 7;
-  seqs[1].plan_key = 0;
-  seqs[2].plan_key = 7;
-  seqs[3].plan_key = 0;
-  StepDecision d = s.plan(seqs, plenty());
-  ASSERT_EQ(d.tasks.size(), 4u);
-  EXPECT_EQ(d.tasks[0].plan_key, 7u);  // the gold's plan first
-  EXPECT_EQ(d.tasks[1].plan_key, 7u);
-  EXPECT_EQ(d.tasks[2].plan_key, 0u);
-  EXPECT_EQ(d.tasks[3].plan_key, 0u);
-}
-
 TEST(ElasticScheduler, RejectsBadOptions) {
   EXPECT_THROW(ElasticScheduler(options(0, 8)), Error);
   EXPECT_THROW(ElasticScheduler(options(8, 0)), Error);

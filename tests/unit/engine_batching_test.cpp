@@ -55,6 +55,51 @@ TEST_P(EngineBatching, ConcurrentGreedyRequestsGiveTheTokensEachGivesAlone) {
   EXPECT_LT(engine.stats().forward_calls.load(), 6u * 40u);  // they really shared steps
 }
 
+// Issue 16: requests of 8 different compute plans decode in shared forward calls (one per step,
+// not one per plan) and each gets the tokens it gets alone.
+TEST(EngineMixedPlans, EightPlansShareEachStepAndKeepTheirTokens) {
+  K25_REQUIRE_SHARED();
+  auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
+  const ModelConfig& c = model->config();
+  std::vector<std::shared_ptr<ComputePlan>> plans;
+  for (int i = 0; i < 8; ++i) {
+    auto plan = std::make_shared<ComputePlan>(ComputePlan::full(c.n_layers, c.n_heads));
+    if (i & 1) plan->set_ffn(c.n_layers - 1, false);
+    if (i & 2) plan->set_head(1, i, false);
+    if (i & 4) plan->set_attention(2, false);
+    plans.push_back(i == 0 ? nullptr : plan);
+  }
+  const int max_tokens = 24;
+  auto request = [&](int i) {
+    GenerationRequest r = greedy(*model, "Once upon a time, there was a", max_tokens);
+    r.ignore_eos = true;
+    r.plan = plans[static_cast<size_t>(i)];
+    return r;
+  };
+  EngineOptions options;
+  options.n_threads = 2;
+  std::vector<std::vector<TokenId>> alone;
+  {
+    Engine engine(*model, options);
+    for (int i = 0; i < 8; ++i) {
+      TokenCollector t;
+      engine.submit(request(i), t.callback());
+      alone.push_back(t.wait());
+    }
+  }
+  options.debug_step_delay_ms = 5;  // all eight are queued before the first step ends
+  Engine engine(*model, options);
+  std::vector<TokenCollector> together(8);
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(engine.submit(request(i), together[i].callback()).status, SubmitStatus::Accepted);
+  }
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(together[i].wait(), alone[i]) << "plan " << i;
+  }
+  // One call per step: the 8 requests' 24 tokens in about 24 steps, not 8 x 24 calls.
+  EXPECT_LE(engine.stats().forward_calls.load(), 2u * max_tokens);
+}
+
 TEST(EngineAdaptivePruning, Level3AdaptsEvery32TokensAndIsDeterministic) {
   K25_REQUIRE_SHARED();
   auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
