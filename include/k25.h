@@ -92,7 +92,8 @@ typedef struct k25_request {
                                    NULL: the prompt text */
   int pruning;                  /* 1 (default): the engine's pruning settings decide the compute
                                    plan; 0: the full model */
-  const char* speculative;      /* NULL (the engine's default), "off", "ngram" or "auto" */
+  const char* speculative;      /* NULL (the engine's default), "off", "ngram", "self" or
+                                   "auto" */
   const char* embedding;        /* NULL: generate; "mean", "cls" or "last": an embedding request
                                    (the FINISHED event carries the pooled, normalised vector) */
 } k25_request;

@@ -13,9 +13,9 @@
 #include "core/error.h"
 #include "core/text_file.h"
 #include "engine/batched_bench.h"
-#include "engine/verify_cost_bench.h"
 #include "engine/embedding_batch.h"
 #include "engine/engine_generate.h"
+#include "engine/verify_cost_bench.h"
 #include "formats/gguf.h"
 #include "kernels/kernel_table.h"
 #include "model/generate.h"
@@ -102,7 +102,8 @@ int run_generate(const GenerateArgs& a, bool has_seed) {
   std::optional<k25::EngineGenerateResult> engine_run;
   if (!a.speculative.empty()) {
     const std::optional<k25::SpeculativeMode> mode = k25::parse_speculative_mode(a.speculative);
-    if (!mode) k25::fail("--speculative: expected off, ngram or auto, got '", a.speculative, "'");
+    if (!mode)
+      k25::fail("--speculative: expected off, ngram, self or auto, got '", a.speculative, "'");
     engine_run = k25::generate_with_engine(*model, a.threads, prompt, options, *mode, on_text);
   }
   const k25::GenerateResult r =
@@ -367,8 +368,9 @@ int main(int argc, char** argv) {
   gen->add_option("-t,--threads", g.threads)->capture_default_str();
   gen->add_flag("--json", g.json_out, "print one JSON object");
   gen->add_flag("--ignore-eos", g.ignore_eos, "do not stop at end-of-generation tokens");
-  gen->add_option("--speculative", g.speculative,
-                  "run through the serving engine with speculative decoding off, ngram or auto");
+  gen->add_option(
+      "--speculative", g.speculative,
+      "run through the serving engine with speculative decoding off, ngram, self or auto");
   gen->add_option("--kv-cache-dtype", g.kv_dtype, kKvDtypeHelp)->capture_default_str();
   auto* grammar_opt =
       gen->add_option("--grammar", g.grammar_file, "constrain the output to a GBNF grammar file");

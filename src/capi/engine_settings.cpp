@@ -155,7 +155,7 @@ const std::map<std::string, Setter, std::less<>>& setters() {
       {"flash_scheduler.speculative",
        [](S& s, V v, K k) {
          const std::optional<SpeculativeMode> mode = parse_speculative_mode(v);
-         if (!mode) fail("setting ", k, ": '", v, "' is not off, ngram or auto");
+         if (!mode) fail("setting ", k, ": '", v, "' is not off, ngram, self or auto");
          s.speculative = *mode;
        }},
       {"flash_scheduler.speculative_max_batch",

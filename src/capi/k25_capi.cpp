@@ -233,7 +233,8 @@ k25::GenerationRequest to_generation_request(const k25_engine& engine, const k25
   if (c.speculative) {
     const std::optional<k25::SpeculativeMode> mode = k25::parse_speculative_mode(c.speculative);
     if (!mode)
-      k25::fail("k25_submit: speculative must be off, ngram or auto, got '", c.speculative, "'");
+      k25::fail("k25_submit: speculative must be off, ngram, self or auto, got '", c.speculative,
+                "'");
     r.speculative = *mode;
   }
   if (c.embedding) {

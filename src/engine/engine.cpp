@@ -36,6 +36,8 @@ Engine::Engine(Model& model, EngineOptions options)
       pruner_(model.config(), AdaptiveOptions{}),
       drafter_(options.speculation.drafter ? options.speculation.drafter
                                            : std::make_shared<NgramDrafter>()),
+      self_draft_plan_(std::make_shared<ComputePlan>(
+          self_draft_plan(model.config().n_layers, model.config().n_heads))),
       fault_(parse_step_fault(options.debug_fault)) {
   validate(options_.speculation);
   if (options_.max_queue < 0) fail("engine: max_queue must be >= 0");
@@ -145,6 +147,12 @@ SubmitResult Engine::submit(GenerationRequest request, EventCallback on_event) {
   try {
     seq = std::make_unique<Sequence>(0, std::move(request), std::move(on_event), n_vocab,
                                      model_.config().dim, options_.speculation);
+    if (seq->request.speculative == SpeculativeMode::kSelf && !seq->pooler) {
+      // The request's pruned plan (or the engine's) drafts; the full model answers.
+      seq->draft_plan = seq->plan() ? seq->current_plan : self_draft_plan_;
+      seq->current_plan = nullptr;
+      seq->request.adaptive_pruning = false;
+    }
     if (seq->request.grammar) {
       std::vector<TokenId> end_tokens = seq->request.stop_tokens;
       if (!seq->request.ignore_eos) {

@@ -151,7 +151,8 @@ class Engine {
   void admit(Sequence& seq, Clock::time_point now);
   // No task fits although sequences run: the top one fails (or ends at its length).
   void handle_unschedulable(const std::vector<Sequence*>& live);
-  void run_tasks(const ScheduledStep& s);  // one forward call, whatever the plans (embeddings apart)
+  void run_tasks(
+      const ScheduledStep& s);  // one forward call, whatever the plans (embeddings apart)
   // Feeds a finished step's time to the calibrator and applies the step cost it measures.
   void recalibrate(int n_tokens, double positions, double step_ms);
   // One forward call over the tasks' tokens, each under its sequence's plan.
@@ -159,6 +160,9 @@ class Engine {
   void on_logits(Sequence& seq, float* logits);
   // Adds the positions a forward call computed for `seq` (`full_model`: without a plan).
   void count_computed(Sequence& seq, int n, bool full_model);
+  // Self-speculation: up to k tokens the sequence's draft plan proposes greedily, one forward call
+  // each; their K/V rows stay the draft plan's until this step's call writes them again.
+  std::vector<TokenId> self_draft(Sequence& seq, int k);
   // Speculative decoding (engine/speculation.h). Before a step's forward calls: whether it
   // drafts, and the free KV pages its drafts may take (none that its tasks need).
   void plan_drafts(const StepDecision& decision, const std::vector<Sequence*>& live);
@@ -239,6 +243,7 @@ class Engine {
   std::optional<StepBudgetCalibrator> calibrator_;  // set when target_step_ms > 0
   AdaptivePruner pruner_;
   std::shared_ptr<const Drafter> drafter_;
+  std::shared_ptr<const ComputePlan> self_draft_plan_;  // for self-speculation without a plan
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<L1WindowKvCache> l1_;  // null when off; after kv_ (it writes through to it)

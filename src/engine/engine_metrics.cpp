@@ -114,6 +114,9 @@ std::string render_engine_metrics(const EngineStats& e) {
       out, "flash_spec_accepted_tokens_total", "counter",
       "Speculative draft tokens the full model kept (its own greedy or sampled choice).");
   out << "flash_spec_accepted_tokens_total " << e.spec_accepted_tokens.load() << '\n';
+  prometheus_header(out, "flash_spec_draft_forward_calls_total", "counter",
+                    "Forward calls self-speculation made under its draft plans.");
+  out << "flash_spec_draft_forward_calls_total " << e.spec_draft_forward_calls.load() << '\n';
   const uint64_t prompt_tokens = e.prompt_tokens.load();
   prometheus_header(
       out, "flash_l2_cache_hit_rate", "gauge",

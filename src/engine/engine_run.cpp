@@ -178,7 +178,8 @@ void Engine::add_draft(Sequence& seq, const TaskDescriptor& task, std::vector<Ba
       std::min<long>({seq.draft_length.next(), seq.request.max_tokens - seq.n_generated - 1,
                       context_size_ - 1 - n_tokens, in_pages - n_tokens});
   if (k <= 0) return;
-  std::vector<TokenId> draft = drafter_->draft(seq.tokens, static_cast<int>(k));
+  std::vector<TokenId> draft = seq.draft_plan ? self_draft(seq, static_cast<int>(k))
+                                              : drafter_->draft(seq.tokens, static_cast<int>(k));
   if (draft.size() > static_cast<size_t>(k)) draft.resize(static_cast<size_t>(k));
   if (draft.empty()) return;
   const int n_positions = n_tokens + static_cast<int>(draft.size());
@@ -196,6 +197,31 @@ void Engine::add_draft(Sequence& seq, const TaskDescriptor& task, std::vector<Ba
   seq.drafted_tokens += static_cast<int>(draft.size());
   stats_.spec_drafted_tokens += draft.size();
   seq.draft = std::move(draft);
+}
+
+std::vector<TokenId> Engine::self_draft(Sequence& seq, int k) {
+  // The last token's position and the drafts' but the last one: the step's forward call
+  // computes them all again under the full model.
+  const int start = static_cast<int>(seq.tokens.size()) - 1;
+  const long pages = kv_->pages_missing(seq.kv_id, start + k);
+  try {
+    kv_->reserve(seq.kv_id, start + k);
+  } catch (const Error&) {
+    return {};  // not expected (the pages are free); the step decodes one token instead
+  }
+  draft_pages_ -= pages;
+  const int n_vocab = model_.config().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(n_vocab));
+  std::vector<TokenId> draft;
+  TokenId token = seq.tokens.back();
+  for (int i = 0; i < k; ++i) {
+    model_.forward({{token, start + i, seq.kv_id, true}}, forward_cache(), logits.data(), *pool_,
+                   seq.draft_plan.get());
+    token = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    draft.push_back(token);
+    ++stats_.spec_draft_forward_calls;
+  }
+  return draft;
 }
 
 void Engine::sample_rows(Sequence& seq, float* logits) {

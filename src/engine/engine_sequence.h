@@ -77,8 +77,10 @@ struct Engine::Sequence {
   std::shared_ptr<const ComputePlan> current_plan = request.plan;  // Level 3 may change it
   AdaptiveState adaptive;
 
-  // Speculative decoding: k of the next draft, this step's draft and the counts so far.
+  // Speculative decoding: k of the next draft, this step's draft and the counts so far; with
+  // self-speculation, the pruned plan that drafts (the sequence itself runs the whole model).
   DraftLength draft_length;
+  std::shared_ptr<const ComputePlan> draft_plan;
   std::vector<TokenId> draft;
   int drafted_tokens = 0;
   int accepted_tokens = 0;

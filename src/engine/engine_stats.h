@@ -59,6 +59,7 @@ struct EngineStats {
   // Speculative decoding: draft tokens verified, and of those the ones kept (engine/speculation.h).
   std::atomic<uint64_t> spec_drafted_tokens{0};
   std::atomic<uint64_t> spec_accepted_tokens{0};
+  std::atomic<uint64_t> spec_draft_forward_calls{0};  // self-speculation's draft-plan calls
   // Prefix reuse (R-KV4, docs/kv-cache.md).
   std::atomic<uint64_t> cached_prompt_tokens{0};     // prompt tokens taken from the prefix cache
   std::atomic<uint64_t> session_requests{0};         // admitted requests carrying a session id

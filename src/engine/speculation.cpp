@@ -12,6 +12,8 @@ const char* speculative_mode_name(SpeculativeMode mode) {
       return "off";
     case SpeculativeMode::kNgram:
       return "ngram";
+    case SpeculativeMode::kSelf:
+      return "self";
     case SpeculativeMode::kAuto:
       return "auto";
   }
@@ -19,8 +21,8 @@ const char* speculative_mode_name(SpeculativeMode mode) {
 }
 
 std::optional<SpeculativeMode> parse_speculative_mode(std::string_view text) {
-  for (SpeculativeMode mode :
-       {SpeculativeMode::kOff, SpeculativeMode::kNgram, SpeculativeMode::kAuto}) {
+  for (SpeculativeMode mode : {SpeculativeMode::kOff, SpeculativeMode::kNgram,
+                               SpeculativeMode::kSelf, SpeculativeMode::kAuto}) {
     if (text == speculative_mode_name(mode)) return mode;
   }
   return std::nullopt;
@@ -32,6 +34,17 @@ void validate(const SpeculationOptions& o) {
     fail("speculation: draft lengths need 1 <= min (", o.min_draft, ") <= initial (",
          o.initial_draft, ") <= max (", o.max_draft, ")");
   }
+}
+
+ComputePlan self_draft_plan(int n_layers, int n_heads) {
+  ComputePlan plan = ComputePlan::full(n_layers, n_heads);
+  const int n_off = std::clamp((n_layers + 2) / 4, 1, std::max(1, n_layers - 1));
+  for (int l = n_layers - n_off; l < n_layers; ++l) {
+    if (l == 0) continue;
+    plan.set_attention(l, false);
+    plan.set_ffn(l, false);
+  }
+  return plan;
 }
 
 DraftLength::DraftLength(const SpeculationOptions& options)

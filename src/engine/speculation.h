@@ -14,12 +14,15 @@
 #include <string_view>
 
 #include "flash/ngram_drafter.h"
+#include "model/compute_plan.h"
 
 namespace k25 {
 
-// A request's "speculative" field. kAuto: the engine picks the drafter; today that is the n-gram
-// one (self-speculation from the pruned plan is not implemented yet).
-enum class SpeculativeMode { kOff, kNgram, kAuto };
+// A request's "speculative" field. kNgram: prompt lookup. kSelf: the model under a pruned plan
+// drafts (the request's own plan, whose tokens the full model then verifies, or the engine's
+// draft plan: see self_draft_plan). kAuto: the engine picks the drafter; today that is the
+// n-gram one.
+enum class SpeculativeMode { kOff, kNgram, kSelf, kAuto };
 const char* speculative_mode_name(SpeculativeMode mode);
 // "off", "ngram", "auto"; nullopt for anything else (callers name the problem).
 std::optional<SpeculativeMode> parse_speculative_mode(std::string_view text);
@@ -37,6 +40,10 @@ struct SpeculationOptions {
 
 // Throws k25::Error unless 0 <= max_batch and 1 <= min_draft <= initial_draft <= max_draft.
 void validate(const SpeculationOptions& options);
+
+// The plan self-speculation drafts with when the request has none: the attention (K/V kept) and
+// the FFN of the last quarter of the blocks switched off (at least one block, never block 0).
+ComputePlan self_draft_plan(int n_layers, int n_heads);
 
 // k per request, from its measured acceptance: one more after a fully accepted draft, one less
 // after one with a rejection. A draft of which nothing was accepted also pauses drafting for 1,

@@ -174,9 +174,10 @@ std::vector<ConfigKey> make_keys() {
                        "gated pruning (false: every request runs the full model)", &C::pruning));
   k.push_back(bool_key("flash_scheduler.adaptive_pruning", "--adaptive-pruning",
                        "Level 3 adaptive pruning during decode", &C::adaptive_pruning));
-  k.push_back(choice_key("flash_scheduler.speculative", "--speculative",
-                         "speculative decoding of requests without the field: off, ngram, auto",
-                         &C::speculative, {"off", "ngram", "auto"}));
+  k.push_back(
+      choice_key("flash_scheduler.speculative", "--speculative",
+                 "speculative decoding of requests without the field: off, ngram, self, auto",
+                 &C::speculative, {"off", "ngram", "self", "auto"}));
   k.push_back(int_key("flash_scheduler.speculative_max_batch", "--speculative-max-batch",
                       "steps with more decoding sequences do not speculate",
                       &C::speculative_max_batch, 0, 4096));

@@ -9,13 +9,9 @@ namespace k25 {
 std::string get_speculative(const nlohmann::json& body) {
   if (!field(body, "speculative")) return "";
   const std::string text = get_string(body, "speculative", "");
-  if (text == "self") {
-    throw_bad_request("speculative: \"self\" (drafts from the pruned plan) is not implemented yet",
-                      "speculative", "invalid_value");
-  }
-  if (text != "off" && text != "ngram" && text != "auto") {
+  if (text != "off" && text != "ngram" && text != "self" && text != "auto") {
     throw_bad_request(
-        concat("speculative: expected \"off\", \"ngram\" or \"auto\", got '", text, "'"),
+        concat("speculative: expected \"off\", \"ngram\", \"self\" or \"auto\", got '", text, "'"),
         "speculative", "invalid_value");
   }
   return text;

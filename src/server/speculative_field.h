@@ -1,6 +1,6 @@
-// A request body's "speculative" field (issue 16): "off", "ngram" or "auto"; absent or null: ""
-// (the engine's default, flash_scheduler.speculative). Anything else is a 400 naming the field;
-// "self" (self-speculation from the pruned plan) says it is not implemented yet.
+// A request body's "speculative" field (issue 16): "off", "ngram", "self" or "auto"; absent or
+// null: "" (the engine's default, flash_scheduler.speculative). Anything else is a 400 naming the
+// field.
 #pragma once
 
 #include <nlohmann/json.hpp>

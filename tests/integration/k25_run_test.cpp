@@ -107,7 +107,14 @@ TEST_F(K25Run, SpeculativeGenerateRunsTheEngineAndGivesTheSameTokens) {
   // Every accepted draft token saved a forward call.
   EXPECT_EQ(n["decode_forward_calls"].get<int>(), 63 - n["accepted_tokens"].get<int>());
   EXPECT_FALSE(d.contains("drafted_tokens"));
-  expect_clean_failure(run(args + " --speculative self"), "--speculative");
+  // Self-speculation: the engine's draft plan drafts, the full model's tokens come out.
+  const Output self = run(args + " --speculative self");
+  ASSERT_EQ(self.status, 0) << self.err;
+  const json s = json::parse(self.out);
+  EXPECT_EQ(s["tokens"], d["tokens"]);
+  EXPECT_GT(s["drafted_tokens"].get<int>(), 0);
+  EXPECT_EQ(s["decode_forward_calls"].get<int>(), 63 - s["accepted_tokens"].get<int>());
+  expect_clean_failure(run(args + " --speculative fast"), "--speculative");
 }
 
 TEST_F(K25Run, BadModelFilesFailWithOneClearLine) {

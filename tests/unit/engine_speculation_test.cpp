@@ -96,7 +96,10 @@ std::unique_ptr<Model> load(const std::string& file) {
   return Model::load(testing::shared_path("models/" + file));
 }
 
-TEST(EngineSpeculation, NgramGreedyTokensEqualTheTokensWithoutSpeculationOnEveryReferenceCase) {
+// Each kind of drafter: prompt lookup and self-speculation (the engine's draft plan).
+class EngineSpeculationModes : public ::testing::TestWithParam<SpeculativeMode> {};
+
+TEST_P(EngineSpeculationModes, GreedyTokensEqualTheTokensWithoutSpeculationOnEveryReferenceCase) {
   K25_REQUIRE_SHARED();
   const std::vector<ReferenceCase> cases = reference_cases();
   ASSERT_EQ(cases.size(), 18u);
@@ -108,7 +111,7 @@ TEST(EngineSpeculation, NgramGreedyTokensEqualTheTokensWithoutSpeculationOnEvery
     for (const ReferenceCase& c : cases) {
       if (c.model != file) continue;
       off.push_back(greedy(c.prompt, c.n_predict, SpeculativeMode::kOff));
-      ngram.push_back(greedy(c.prompt, c.n_predict, SpeculativeMode::kNgram));
+      ngram.push_back(greedy(c.prompt, c.n_predict, GetParam()));
     }
     ASSERT_EQ(off.size(), 6u);
     std::vector<Tokens> expected;
@@ -136,7 +139,8 @@ TEST(EngineSpeculation, NgramGreedyTokensEqualTheTokensWithoutSpeculationOnEvery
     }
   }
   EXPECT_GT(drafted, 0);
-  EXPECT_GT(accepted, 0);  // the stories repeat themselves: some drafts were right
+  EXPECT_GT(accepted, 0);  // some drafts were right (the stories repeat themselves; the draft
+                           // plan is most of the model)
 }
 
 // Drafts from a known continuation: right ones (the next tokens) or wrong ones (each off by one).
@@ -235,7 +239,7 @@ TEST(EngineSpeculation, StopStringsAndMaxTokensEndTheOutputWhereTheyDoWithout) {
   EXPECT_GT(finished.accepted_tokens, 0);
 }
 
-TEST(EngineSpeculation, SeededSampledRequestsGetTheTokensTheyGetWithout) {
+TEST_P(EngineSpeculationModes, SeededSampledRequestsGetTheTokensTheyGetWithout) {
   K25_REQUIRE_SHARED();
   auto model = load("stories260K.gguf");
   const Tokens prompt = model->tokenizer().encode("Lily and Ben", true, false);
@@ -244,7 +248,7 @@ TEST(EngineSpeculation, SeededSampledRequestsGetTheTokensTheyGetWithout) {
     off.sampling.temperature = 0.8f;
     off.sampling.seed = seed;
     GenerationRequest ngram = off;
-    ngram.speculative = SpeculativeMode::kNgram;
+    ngram.speculative = GetParam();
     GenerationEvent finished;
     EXPECT_EQ(run_alone(*model, small_options(), ngram, &finished),
               run_alone(*model, small_options(), off))
@@ -383,7 +387,7 @@ TEST(EngineSpeculation, SampledTokensWithDraftsHaveTheModelsDistribution) {
               drafted.drafted, drafted.accepted, p, p_control);
 }
 
-TEST(EngineSpeculation, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAreUnchanged) {
+TEST_P(EngineSpeculationModes, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAreUnchanged) {
   K25_REQUIRE_SHARED();
   auto model = load("stories260K.gguf");
   const ModelConfig& c = model->config();
@@ -402,7 +406,7 @@ TEST(EngineSpeculation, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAre
   std::vector<Tokens> expected;
   for (const GenerationRequest& r : off) expected.push_back(run_alone(*model, o, r));
   std::vector<GenerationRequest> ngram = off;
-  for (GenerationRequest& r : ngram) r.speculative = SpeculativeMode::kNgram;
+  for (GenerationRequest& r : ngram) r.speculative = GetParam();
   const Outcome together = run_together(*model, o, ngram);  // checks the page counters
   int drafted = 0;
   for (size_t i = 0; i < off.size(); ++i) {
@@ -411,6 +415,37 @@ TEST(EngineSpeculation, UnderKvPressureWithThePrefixCacheNoPageLeaksAndTokensAre
   }
   EXPECT_GT(drafted, 0);
 }
+
+// Self-speculation with the request's own pruned plan: the plan drafts, the full model answers.
+TEST(EngineSpeculation, SelfSpeculationFromTheRequestsPlanAnswersWithTheFullModel) {
+  K25_REQUIRE_SHARED();
+  auto model = load("stories260K.gguf");
+  const ModelConfig& c = model->config();
+  const Tokens prompt = model->tokenizer().encode("Once upon a time, there was", true, false);
+  auto plan = std::make_shared<ComputePlan>(ComputePlan::full(c.n_layers, c.n_heads));
+  plan->set_ffn(2, false);  // agrees with the full model on most next tokens of a story
+  GenerationRequest full = greedy(prompt, 40, SpeculativeMode::kOff);
+  GenerationRequest pruned = full;
+  pruned.plan = plan;
+  GenerationRequest self = pruned;
+  self.speculative = SpeculativeMode::kSelf;
+  const Tokens expected = run_alone(*model, small_options(), full);
+  ASSERT_NE(run_alone(*model, small_options(), pruned), expected);  // the plan alone differs
+  Engine engine(*model, small_options());
+  TokenCollector t;
+  ASSERT_EQ(engine.submit(self, t.callback()).status, SubmitStatus::Accepted);
+  EXPECT_EQ(t.wait(), expected);
+  EXPECT_GT(t.finished().drafted_tokens, 0);
+  EXPECT_GT(t.finished().accepted_tokens, 0);
+  EXPECT_EQ(t.finished().final_plan, nullptr);  // it ran the whole model
+  EXPECT_GT(engine.stats().spec_draft_forward_calls.load(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Drafters, EngineSpeculationModes,
+                         ::testing::Values(SpeculativeMode::kNgram, SpeculativeMode::kSelf),
+                         [](const ::testing::TestParamInfo<SpeculativeMode>& info) {
+                           return std::string(speculative_mode_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace k25

@@ -44,7 +44,7 @@ TEST(Speculation, ModesParseByName) {
   EXPECT_EQ(parse_speculative_mode("off"), SpeculativeMode::kOff);
   EXPECT_EQ(parse_speculative_mode("ngram"), SpeculativeMode::kNgram);
   EXPECT_EQ(parse_speculative_mode("auto"), SpeculativeMode::kAuto);
-  EXPECT_EQ(parse_speculative_mode("self"), std::nullopt);  // not implemented yet
+  EXPECT_EQ(parse_speculative_mode("self"), SpeculativeMode::kSelf);
   EXPECT_EQ(parse_speculative_mode("Ngram"), std::nullopt);
   EXPECT_STREQ(speculative_mode_name(SpeculativeMode::kNgram), "ngram");
 }
