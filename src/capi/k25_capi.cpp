@@ -8,22 +8,19 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
 
+#include "capi/c_structs.h"
 #include "capi/engine_handle.h"
 #include "capi/engine_settings.h"
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/engine_metrics.h"
 #include "flash/flash_planner.h"
-#include "flash/request_hints.h"
 #include "k25.h"
 #include "kernels/kernel_table.h"
-#include "model/grammar.h"
-#include "model/json_schema_grammar.h"
 
 namespace {
 
@@ -39,10 +36,8 @@ struct RequestState {
   bool polled = false;                     // submitted without a callback
   std::deque<k25::GenerationEvent> queue;  // polled: events not taken yet
   k25::GenerationEvent current;            // polled: the event last returned (owns its text)
-  std::vector<int32_t> top_tokens;         // and its alternatives
-  std::vector<float> top_logprobs;
-  std::string final_plan;       // and its plan's description
-  bool finished_taken = false;  // polled: FINISHED was returned
+  k25::capi::EventBuffers buffers;         // and the rest of its C view
+  bool finished_taken = false;             // polled: FINISHED was returned
   // Positions the engine computed for it (k25_progress).
   std::shared_ptr<std::atomic<int64_t>> progress = std::make_shared<std::atomic<int64_t>>(0);
 };
@@ -55,50 +50,6 @@ char* copy_string(const std::string& s) {
 
 void set_error(char** error, const std::string& message) {
   if (error) *error = copy_string(message);
-}
-
-// The C view of an event; its pointers point into `e`, the two vectors and `final_plan`.
-k25_event to_c_event(const k25::GenerationEvent& e, int64_t request_id,
-                     std::vector<int32_t>& top_tokens, std::vector<float>& top_logprobs,
-                     std::string& final_plan) {
-  k25_event event{};
-  event.kind = e.kind == k25::GenerationEvent::Kind::Token ? K25_EVENT_TOKEN : K25_EVENT_FINISHED;
-  event.request_id = request_id;
-  event.token = e.token;
-  event.text = e.text.c_str();
-  event.text_len = e.text.size();
-  top_tokens.clear();
-  top_logprobs.clear();
-  if (e.logprobs) {
-    event.has_logprob = 1;
-    event.logprob = e.logprobs->logprob;
-    for (const auto& [token, logprob] : e.logprobs->top) {
-      top_tokens.push_back(token);
-      top_logprobs.push_back(logprob);
-    }
-    event.n_top = static_cast<int>(top_tokens.size());
-    event.top_tokens = top_tokens.data();
-    event.top_logprobs = top_logprobs.data();
-  }
-  event.finish_reason = k25::finish_reason_name(e.finish_reason);
-  event.error = e.error.c_str();
-  event.prompt_tokens = e.prompt_tokens;
-  event.cached_tokens = e.cached_tokens;
-  event.completion_tokens = e.completion_tokens;
-  event.ttft_ms = e.ttft_ms;
-  event.total_ms = e.total_ms;
-  event.matched_stop = e.matched_stop.c_str();
-  event.queue_timeout = e.queue_timeout ? 1 : 0;
-  event.cached_tokens_disk = e.cached_tokens_disk;
-  event.cached_tokens_shared = e.cached_tokens_shared;
-  event.adaptive_decisions = e.adaptive_decisions;
-  final_plan = e.final_plan ? e.final_plan->describe() : "full";
-  event.final_plan = final_plan.c_str();
-  event.drafted_tokens = e.drafted_tokens;
-  event.accepted_tokens = e.accepted_tokens;
-  event.embedding = e.embedding.empty() ? nullptr : e.embedding.data();
-  event.n_embedding = e.embedding.size();
-  return event;
 }
 
 // Why a request was refused, for k25_submit_info (the message goes to `error`).
@@ -158,95 +109,6 @@ struct k25_engine {
     return domains.insert(domain).first->c_str();
   }
 };
-
-namespace {
-
-std::vector<int32_t> token_array(const int32_t* tokens, size_t n, int n_vocab, const char* what) {
-  if (n > 0 && !tokens) k25::fail("k25_submit: ", what, " is NULL");
-  for (size_t i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
-      k25::fail("k25_submit: ", what, "[", i, "] = ", tokens[i], " is not a token id (", n_vocab,
-                " in the vocabulary)");
-    }
-  }
-  return std::vector<int32_t>(tokens, tokens + n);
-}
-
-// The engine's request for a C one (everything but the compute plan). Throws k25::Error.
-k25::GenerationRequest to_generation_request(const k25_engine& engine, const k25_request& c) {
-  const k25::Tokenizer& tokenizer = engine.model->tokenizer();
-  const int n_vocab = tokenizer.n_vocab();
-  k25::GenerationRequest r;
-  if (c.prompt) {
-    r.prompt = tokenizer.encode(c.prompt, c.add_special != 0, true);
-  } else if (c.prompt_tokens && c.n_prompt_tokens > 0) {
-    r.prompt = token_array(c.prompt_tokens, c.n_prompt_tokens, n_vocab, "prompt_tokens");
-  } else {
-    k25::fail("k25_submit: a prompt (text or tokens) is required");
-  }
-  r.max_tokens = c.max_tokens;
-  k25::SamplingParams& sampling = r.sampling;
-  sampling.temperature = c.temperature;
-  sampling.top_p = c.top_p;
-  sampling.top_k = c.top_k;
-  sampling.min_p = c.min_p;
-  sampling.repeat_penalty = c.repeat_penalty;
-  sampling.repeat_last_n = c.repeat_last_n;
-  sampling.presence_penalty = c.presence_penalty;
-  sampling.frequency_penalty = c.frequency_penalty;
-  if (c.n_logit_bias > 0 && !c.logit_bias_values)
-    k25::fail("k25_submit: logit_bias_values is NULL");
-  const std::vector<int32_t> biased =
-      token_array(c.logit_bias_tokens, c.n_logit_bias, n_vocab, "logit_bias_tokens");
-  for (size_t i = 0; i < biased.size(); ++i) {
-    sampling.logit_bias.emplace_back(biased[i], c.logit_bias_values[i]);
-  }
-  if (c.has_seed) sampling.seed = c.seed;
-  if (c.n_stop > 0 && !c.stop) k25::fail("k25_submit: stop is NULL");
-  for (size_t i = 0; i < c.n_stop; ++i) {
-    if (!c.stop[i] || !*c.stop[i]) k25::fail("k25_submit: empty stop string");
-    r.stop.emplace_back(c.stop[i]);
-  }
-  r.stop_tokens = token_array(c.stop_tokens, c.n_stop_tokens, n_vocab, "stop_tokens");
-  k25::LatencySla sla = k25::LatencySla::Silver;
-  if (c.latency_sla) {
-    std::optional<k25::LatencySla> given = k25::parse_latency_sla(c.latency_sla);
-    if (!given) {
-      k25::fail("k25_submit: latency_sla must be gold, silver or bronze, got '", c.latency_sla,
-                "'");
-    }
-    sla = *given;
-  }
-  r.priority = k25::sla_priority(sla);
-  r.ignore_eos = c.ignore_eos != 0;
-  if (c.top_logprobs > 20) k25::fail("k25_submit: top_logprobs is at most 20");
-  r.top_logprobs = c.top_logprobs < 0 ? -1 : c.top_logprobs;
-  if (c.session_id) r.session_id = c.session_id;
-  if (c.grammar && c.json_schema) k25::fail("k25_submit: give grammar or json_schema, not both");
-  if (c.grammar) r.grammar = k25::compile_gbnf(c.grammar);
-  if (c.json_schema) {
-    const auto schema = nlohmann::ordered_json::parse(c.json_schema, nullptr, false);
-    if (schema.is_discarded()) k25::fail("k25_submit: json_schema is not JSON");
-    r.grammar = k25::compile_json_schema(schema);
-  }
-  r.speculative = engine.speculative;
-  if (c.speculative) {
-    const std::optional<k25::SpeculativeMode> mode = k25::parse_speculative_mode(c.speculative);
-    if (!mode)
-      k25::fail("k25_submit: speculative must be off, ngram, self or auto, got '", c.speculative,
-                "'");
-    r.speculative = *mode;
-  }
-  if (c.embedding) {
-    r.embedding = k25::parse_pooling(c.embedding);
-    if (!r.embedding) {
-      k25::fail("k25_submit: embedding must be mean, cls or last, got '", c.embedding, "'");
-    }
-  }
-  return r;
-}
-
-}  // namespace
 
 namespace k25 {
 
@@ -379,7 +241,8 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
                          ", this library's is ", sizeof(k25_request),
                          " (built against another k25.h; use k25_request_init)"));
     }
-    k25::GenerationRequest r = to_generation_request(*engine, *request);
+    k25::GenerationRequest r =
+        k25::capi::to_generation_request(*request, engine->model->tokenizer(), engine->speculative);
     // R-FP / R-PR: the fingerprint and compute plan, before the engine sees the request.
     k25::FingerprintInput fingerprint;
     fingerprint.prompt_text = request->fingerprint_text ? request->fingerprint_text
@@ -428,10 +291,8 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
         std::lock_guard lock(engine->mutex);
         id = id_slot->load();
       }
-      std::vector<int32_t> top_tokens;
-      std::vector<float> top_logprobs;
-      std::string final_plan;
-      const k25_event event = to_c_event(e, id, top_tokens, top_logprobs, final_plan);
+      k25::capi::EventBuffers buffers;
+      const k25_event event = k25::capi::to_c_event(e, id, buffers);
       callback(&event, user_data);
       if (!finished) return;
       {
@@ -530,8 +391,7 @@ int k25_next_event(k25_engine* engine, int64_t request_id, k25_event* event, int
     }
     state->current = std::move(state->queue.front());
     state->queue.pop_front();
-    *event = to_c_event(state->current, request_id, state->top_tokens, state->top_logprobs,
-                        state->final_plan);
+    *event = k25::capi::to_c_event(state->current, request_id, state->buffers);
     finished = state->current.kind == k25::GenerationEvent::Kind::Finished;
     state->finished_taken = finished;
   }

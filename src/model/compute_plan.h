@@ -1,6 +1,7 @@
 // R-PR1: a request's compute plan, the on/off switches of every block's attention and FFN and of
 // every attention head. Nothing is removed from the model; the forward pass reads the plan and
-// skips the switched-off work. Sequences of any plans share one forward call (Model::forward_mixed).
+// skips the switched-off work. Sequences of any plans share one forward call
+// (Model::forward_mixed).
 #pragma once
 
 #include <cstdint>
@@ -54,6 +55,11 @@ struct ComputePlan {
 
   friend bool operator==(const ComputePlan& a, const ComputePlan& b) = default;
 };
+
+// Whether two plans (null: the whole model) switch the same things: one pointer, or equal plans.
+inline bool same_plan(const ComputePlan* a, const ComputePlan* b) {
+  return a == b || (a != nullptr && b != nullptr && *a == *b);
+}
 
 // Throws k25::Error unless `plan` has the shape of a model with n_layers / n_heads.
 void check_plan_shape(const ComputePlan& plan, int n_layers, int n_heads);

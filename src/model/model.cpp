@@ -36,8 +36,7 @@ void Model::forward_mixed(const std::vector<BatchToken>& batch, KvCache& kv, flo
     std::vector<size_t> logit_rows;
     size_t row = 0;
     for (size_t t = 0; t < batch.size(); ++t) {
-      const bool same = plans[t] == plan || (plans[t] && plan && *plans[t] == *plan);
-      if (same && !done[t]) {
+      if (same_plan(plans[t], plan) && !done[t]) {
         done[t] = true;
         group.push_back(batch[t]);
         if (batch[t].want_logits) logit_rows.push_back(row);

@@ -58,7 +58,7 @@ void Transformer::forward_mixed(const std::vector<BatchToken>& batch, KvCache& k
     const ComputePlan* p = plans[t];
     if (p != nullptr && (t == 0 || p != plans[t - 1])) check_plan_shape(*p, c.n_layers, c.n_heads);
     rows[t] = p != nullptr && p->is_full() ? nullptr : p;
-    one_plan = one_plan && (rows[t] == rows[0] || (rows[t] && rows[0] && *rows[t] == *rows[0]));
+    one_plan = one_plan && same_plan(rows[t], rows[0]);
   }
   // One plan after all: the single-plan path, bit for bit.
   if (one_plan) {

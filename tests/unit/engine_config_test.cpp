@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "capi_engine.h"
 
 namespace k25 {
@@ -48,6 +50,18 @@ TEST(EngineConfig, TheDefaultsAreTheServersDefaults) {
   EXPECT_EQ(s.engine.l3_session_prefetch, c.l3_prefetcher == "lru-k");
   EXPECT_EQ(s.flash.rule_mode, c.rule_pruning);
   EXPECT_EQ(s.flash.adaptive, c.adaptive_pruning);
+}
+
+// The server passes every setting the engine has, each once.
+TEST(EngineConfig, EveryEngineSettingIsPassed) {
+  std::vector<std::string> passed;
+  for (const std::string& setting : engine_settings(ServerConfig{})) {
+    passed.push_back(setting.substr(0, setting.find('=')));
+  }
+  std::sort(passed.begin(), passed.end());
+  std::vector<std::string> keys = engine_setting_keys();
+  std::sort(keys.begin(), keys.end());
+  EXPECT_EQ(passed, keys);
 }
 
 }  // namespace
