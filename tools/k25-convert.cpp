@@ -29,15 +29,33 @@ int main(int argc, char** argv) {
   app.add_option("--domain-ratio", domain_ratios, "DOMAIN=RATIO per-domain override (repeatable)");
   app.add_option("--threads", o.threads, "threads of the calibration forward passes")
       ->capture_default_str();
-  app.add_option("--chunk-tokens", o.calib.chunk_tokens, "tokens per calibration chunk")
+  app.add_option("--chunk-tokens", o.calib.chunk_tokens,
+                 "longest calibration chunk (BOS, prompt, scored response)")
       ->capture_default_str();
   app.add_option("--max-chunks", o.calib.max_chunks, "chunks per part (calibration, held-out)")
       ->capture_default_str();
-  app.add_option("--gen-tokens", o.calib.gen_tokens, "greedy tokens generated for ROUGE-L")
+  app.add_option("--gen-tokens", o.calib.gen_tokens,
+                 "response tokens scored and generated per chunk at most")
       ->capture_default_str();
   app.add_option("--held-out", o.calib.held_out_fraction, "share of each text held out")
       ->capture_default_str();
+  app.add_option("--max-ppl-increase", o.calib.bounds.max_ppl_increase,
+                 "a ratio passes with held-out perplexity at most this much higher")
+      ->capture_default_str();
+  app.add_option("--min-agreement", o.calib.bounds.min_agreement,
+                 "... the full model's top-1 token at least at this share of positions")
+      ->capture_default_str();
+  app.add_option("--max-rouge-drop", o.calib.bounds.max_rouge_drop,
+                 "... and ROUGE-L at most this much lower")
+      ->capture_default_str();
+  bool no_rule = false, no_adaptive = false;
+  app.add_flag("--rule-pruning-off", no_rule,
+               "measure plans without the Level 1 rule (a server run with rule_pruning: off)");
+  app.add_flag("--adaptive-pruning-off", no_adaptive,
+               "measure plans without Level 3 (a server run with --disable-adaptive-pruning)");
   CLI11_PARSE(app, argc, argv);
+  o.calib.serving.rule.enabled = !no_rule;
+  o.calib.serving.adaptive = !no_adaptive;
   o.progress = &std::cerr;
   o.progress_interactive = isatty(STDERR_FILENO) != 0;
   try {

@@ -266,6 +266,7 @@ int64_t k25_submit(k25_engine* engine, const k25_request* request, k25_token_cal
         planned ? engine->flash->plan(fingerprint, request->pruning == 0) : k25::FlashResult{};
     r.plan = flash.decision.plan;
     r.adaptive_pruning = engine->adaptive_pruning && flash.decision.level > 0;
+    r.max_compute_saved = flash.decision.max_saved;
 
     auto state = std::make_shared<RequestState>();
     state->polled = callback == nullptr;

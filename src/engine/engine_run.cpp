@@ -140,7 +140,8 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
       const ComputePlan base =
           seq.request.plan ? *seq.request.plan
                            : ComputePlan::full(model_.config().n_layers, model_.config().n_heads);
-      seq.current_plan = pruner_.update(*kv_, seq.kv_id, seq.n_computed, base, seq.adaptive);
+      seq.current_plan = pruner_.update(*kv_, seq.kv_id, seq.n_computed, base,
+                                        seq.request.max_compute_saved, seq.adaptive);
       ++stats_.adaptive_updates;
     }
   }

@@ -35,8 +35,10 @@ struct GenerationRequest {
   int priority = 50;  // R-FP4: gold=100, silver=50, bronze=10 (read by the scheduling policy)
   // R-PR1: the compute plan chosen at admission (Levels 1-2); null = the full model.
   std::shared_ptr<const ComputePlan> plan;
-  // R-PR3 Level 3: every 32 decode tokens the engine may adapt the plan (AdaptivePruner).
+  // R-PR3 Level 3: every 32 decode tokens the engine may adapt the plan (AdaptivePruner), never
+  // past max_compute_saved (the request's pruning ratio, PlanDecision::max_saved).
   bool adaptive_pruning = false;
+  double max_compute_saved = 0;
   // R-KV4: the conversation this request continues ("" = none). Prefix reuse works by content
   // either way; a session's cached pages are kept in preference to others.
   std::string session_id;

@@ -9,7 +9,7 @@
 namespace k25 {
 
 AdaptivePruner::AdaptivePruner(const ModelConfig& model, AdaptiveOptions options)
-    : model_(model), options_(options) {
+    : model_(model), options_(options), costs_(compute_costs(model, options.reference_context)) {
   if (options_.interval < 1) fail("adaptive pruning: interval ", options_.interval, " < 1");
 }
 
@@ -50,8 +50,17 @@ double AdaptivePruner::norm_change_rate(KvCache& kv, int seq, int n_positions,
   return before > 0 ? std::abs(now - before) / before : 0.0;
 }
 
-int AdaptivePruner::max_extra() const {
-  return static_cast<int>(std::floor(options_.max_extra_fraction * model_.n_layers));
+int AdaptivePruner::max_extra(const ComputePlan& base, double max_saved) const {
+  const int by_share = static_cast<int>(std::floor(options_.max_extra_fraction * model_.n_layers));
+  ComputePlan plan = base;
+  int n = 0;
+  for (int l = model_.n_layers - 1; l >= 1 && n < by_share; --l) {
+    if (!plan.ffn(l)) continue;
+    plan.set_ffn(l, false);
+    if (compute_saved(plan, costs_) > max_saved + 1e-9) break;
+    ++n;
+  }
+  return n;
 }
 
 int AdaptivePruner::restorable(const ComputePlan& base) const {
@@ -60,11 +69,11 @@ int AdaptivePruner::restorable(const ComputePlan& base) const {
   return n;
 }
 
-ComputePlan AdaptivePruner::shifted(const ComputePlan& base, int shift) const {
+ComputePlan AdaptivePruner::shifted(const ComputePlan& base, int shift, double max_saved) const {
   ComputePlan plan = base;
   if (shift > 0) {
     // Extra FFN blocks off from the last block down, never block 0.
-    int left = std::min(shift, max_extra());
+    int left = std::min(shift, max_extra(base, max_saved));
     for (int l = model_.n_layers - 1; l >= 1 && left > 0; --l) {
       if (plan.ffn(l)) {
         plan.set_ffn(l, false);
@@ -92,7 +101,7 @@ ComputePlan AdaptivePruner::shifted(const ComputePlan& base, int shift) const {
 }
 
 std::shared_ptr<const ComputePlan> AdaptivePruner::update(KvCache& kv, int seq, int n_positions,
-                                                          const ComputePlan& base,
+                                                          const ComputePlan& base, double max_saved,
                                                           AdaptiveState& state) const {
   check_plan_shape(base, model_.n_layers, model_.n_heads);
   if (n_positions >= 2 * options_.interval) {
@@ -100,12 +109,12 @@ std::shared_ptr<const ComputePlan> AdaptivePruner::update(KvCache& kv, int seq, 
     state.last_rate = rate;
     ++state.decisions;
     if (rate < options_.low_rate) {
-      state.shift = std::min(state.shift + 1, max_extra());
+      state.shift = std::min(state.shift + 1, max_extra(base, max_saved));
     } else if (rate > options_.high_rate) {
       state.shift = std::max(std::min(state.shift, 0) - 1, -restorable(base));
     }
   }
-  ComputePlan plan = shifted(base, state.shift);
+  ComputePlan plan = shifted(base, state.shift, max_saved);
   if (plan.is_full()) return nullptr;
   return std::make_shared<const ComputePlan>(std::move(plan));
 }

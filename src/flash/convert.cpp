@@ -49,10 +49,13 @@ std::string pct(double v) {
   return (v >= 0 ? "+" : "") + fmt(100 * v, 2) + "%";
 }
 
-void print_table(const DomainCalibration& d, std::ostream& out) {
+void print_table(const DomainCalibration& d, const QualityBounds& b, std::ostream& out) {
   out << "\n"
-      << d.name << ": held-out quality (full model: PPL " << fmt(d.full.ppl, 3) << ", ROUGE-L "
-      << fmt(d.full.rouge_l, 4) << ")\n"
+      << d.name << ": held-out quality of the served plans (full model: PPL " << fmt(d.full.ppl, 3)
+      << ", ROUGE-L " << fmt(d.full.rouge_l, 4)
+      << "); a ratio passes with PPL change <= " << pct(b.max_ppl_increase)
+      << ", greedy agreement >= " << fmt(100 * b.min_agreement, 1)
+      << "%, ROUGE-L change >= " << pct(-b.max_rouge_drop) << "\n"
       << "| ratio | compute saved | PPL | PPL change | greedy agreement | ROUGE-L | ROUGE-L change "
          "| passes | calibration plan |\n"
       << "|---|---|---|---|---|---|---|---|---|\n";
@@ -60,15 +63,16 @@ void print_table(const DomainCalibration& d, std::ostream& out) {
     out << "| " << fmt(r.ratio, 2) << " | " << fmt(100 * r.quality.compute_saved, 1) << "% | "
         << fmt(r.quality.ppl, 3) << " | " << pct(r.ppl_change) << " | "
         << fmt(100 * r.quality.agreement, 1) << "% | " << fmt(r.quality.rouge_l, 4) << " | "
-        << pct(r.rouge_change) << " | " << (r.passes ? "yes" : "no") << " | " << r.plan << " |\n";
+        << pct(r.rouge_change) << " | " << (r.passes ? "yes" : "no: " + r.failed) << " | " << r.plan
+        << " |\n";
   }
 }
 
-double requested_rouge_change(const DomainCalibration& d) {
+const RatioRow& requested_row(const DomainCalibration& d) {
   for (const RatioRow& r : d.table) {
-    if (std::abs(r.ratio - d.ratio) < 1e-9) return r.rouge_change;
+    if (std::abs(r.ratio - d.ratio) < 1e-9) return r;
   }
-  return 0.0;
+  fail("calibration table of '", d.name, "' lacks the requested ratio");
 }
 
 }  // namespace
@@ -148,12 +152,14 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
     }
     bool refused = false;
     for (const DomainCalibration& d : domains) {
-      print_table(d, out);
+      print_table(d, o.calib.bounds, out);
       if (!d.passes) {
         refused = true;
+        const RatioRow& r = requested_row(d);
         out << "REFUSED: domain '" << d.name << "': pruning ratio " << fmt(d.ratio, 2)
-            << " changes ROUGE-L by " << pct(requested_rouge_change(d))
-            << " on held-out text (limit -" << fmt(100 * o.calib.rouge_tolerance, 1) << "%); ";
+            << " misses the quality bounds on held-out text (" << r.failed << "): PPL "
+            << pct(r.ppl_change) << ", greedy agreement " << fmt(100 * r.quality.agreement, 1)
+            << "%, ROUGE-L " << pct(r.rouge_change) << "; ";
         if (d.best_passing_ratio > 0) {
           out << "ratio " << fmt(d.best_passing_ratio, 2) << " passes\n";
         } else {
@@ -219,9 +225,14 @@ int run_convert(const ConvertOptions& o, std::ostream& out) {
                         {"ppl_change", r.ppl_change},
                         {"greedy_agreement", r.quality.agreement},
                         {"rouge_l", r.quality.rouge_l},
-                        {"rouge_l_change", r.rouge_change}});
+                        {"rouge_l_change", r.rouge_change},
+                        {"passes", r.passes}});
       }
-      quality[d.name] = {{"full_ppl", d.full.ppl},
+      quality[d.name] = {{"bounds",
+                          {{"max_ppl_increase", o.calib.bounds.max_ppl_increase},
+                           {"min_greedy_agreement", o.calib.bounds.min_agreement},
+                           {"max_rouge_l_drop", o.calib.bounds.max_rouge_drop}}},
+                         {"full_ppl", d.full.ppl},
                          {"full_rouge_l", d.full.rouge_l},
                          {"table", rows},
                          {"gate_parameters", d.gate.n_parameters()}};

@@ -30,8 +30,9 @@ struct ConvertOptions {
   bool progress_interactive = false;
 };
 
-// Returns the exit status: 0 written; 2 refused (a ratio that loses more than 0.5% ROUGE-L on
-// held-out text: nothing is written, the message names a ratio that passes). Progress and the
+// Returns the exit status: 0 written; 2 refused (a ratio whose served plans miss the quality
+// bounds, CalibrationOptions::bounds, on held-out text: nothing is written, the message names a
+// ratio that passes). Progress and the
 // quality table go to `out`. Throws k25::Error on bad input or I/O failure.
 int run_convert(const ConvertOptions& options, std::ostream& out);
 

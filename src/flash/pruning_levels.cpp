@@ -43,7 +43,10 @@ void apply_gate(const GateMlp& gate, const GateFeatures& features, double ratio,
                 const ComputeCosts& costs, ComputePlan& plan) {
   for (int l = 0; l < plan.n_layers; ++l) {
     for (int h = 0; h < plan.n_heads; ++h) {
-      if (gate.head_off[static_cast<size_t>(l) * gate.n_heads + h]) plan.set_head(l, h, false);
+      if (!gate.head_off[static_cast<size_t>(l) * gate.n_heads + h]) continue;
+      ComputePlan next = plan;
+      next.set_head(l, h, false);
+      if (compute_saved(next, costs) <= ratio + 1e-9) plan = std::move(next);
     }
   }
   const std::vector<float> scores = gate.keep_scores(features.data());
@@ -76,29 +79,42 @@ bool PruningPolicy::knows_domain(std::string_view domain) const {
   return metadata_->find(domain) != nullptr;
 }
 
-PlanDecision PruningPolicy::decide(const Fingerprint& fp, bool pruning_off) const {
+PlanDecision plan_request(const ModelConfig& model, const PruningOptions& options,
+                          const ComputeCosts& costs, const GateMlp* gate, double ratio,
+                          const Fingerprint& fp) {
   PlanDecision d;
-  if (pruning_off) return d;
-  ComputePlan plan = ComputePlan::full(model_.n_layers, model_.n_heads);
-  plan.keep_kv_of_skipped = options_.adaptive;
-  const RuleOptions& rule = options_.rule;
+  d.max_saved = ratio;
+  ComputePlan plan = ComputePlan::full(model.n_layers, model.n_heads);
+  plan.keep_kv_of_skipped = options.adaptive;
+  const RuleOptions& rule = options.rule;
   if (rule.enabled && fp.prompt_tokens < rule.max_prompt_tokens &&
       fp.response_tokens < rule.max_response_tokens) {
-    const int n = rule_ffn_blocks(rule, model_.n_layers);
-    for (int l = model_.n_layers - n; l < model_.n_layers; ++l) plan.set_ffn(l, false);
-    if (n > 0) d.level = 1;
-  }
-  if (options_.gates_enabled && metadata_ != nullptr) {
-    if (const DomainGate* g = metadata_->find(fp.domain)) {
-      const ComputePlan before = plan;
-      apply_gate(g->gate, fp.features, g->entry.pruning_ratio, costs_, plan);
-      if (!(plan == before)) d.level = 2;
+    const int n = rule_ffn_blocks(rule, model.n_layers);
+    for (int l = model.n_layers - 1; l >= model.n_layers - n; --l) {
+      ComputePlan next = plan;
+      next.set_ffn(l, false);
+      if (compute_saved(next, costs) > ratio + 1e-9) break;
+      plan = std::move(next);
+      d.level = 1;
     }
   }
-  if (plan.is_full()) return PlanDecision{};
-  d.compute_saved = compute_saved(plan, costs_);
+  if (gate != nullptr) {
+    const ComputePlan before = plan;
+    apply_gate(*gate, fp.features, ratio, costs, plan);
+    if (!(plan == before)) d.level = 2;
+  }
+  if (plan.is_full()) return d;
+  d.compute_saved = compute_saved(plan, costs);
   d.plan = std::make_shared<const ComputePlan>(std::move(plan));
   return d;
+}
+
+PlanDecision PruningPolicy::decide(const Fingerprint& fp, bool pruning_off) const {
+  if (pruning_off) return PlanDecision{};
+  const DomainGate* g = metadata_ != nullptr ? metadata_->find(fp.domain) : nullptr;
+  const double ratio = g != nullptr ? g->entry.pruning_ratio : options_.default_ratio;
+  const GateMlp* gate = g != nullptr && options_.gates_enabled ? &g->gate : nullptr;
+  return plan_request(model_, options_, costs_, gate, ratio, fp);
 }
 
 }  // namespace k25

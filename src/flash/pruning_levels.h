@@ -38,25 +38,40 @@ struct RuleOptions {
 // fraction is positive, never the first block.
 int rule_ffn_blocks(const RuleOptions& rule, int n_layers);
 
+// Context length at which attention work is counted when bounding and reporting compute.
+inline constexpr int kReferenceContext = 256;
+
 struct PruningOptions {
   RuleOptions rule;
   bool gates_enabled = true;  // Level 2 when calibrated metadata is loaded
   // Level 3 may run: plans then keep the K/V writes of skipped attention blocks.
   bool adaptive = true;
-  int reference_context = 256;  // context length at which attention work is counted
+  int reference_context = kReferenceContext;
+  // R-PR4's global pruning_ratio: bounds a request whose domain has no calibrated ratio (a plain
+  // model with the rule switched on).
+  double default_ratio = 0.35;
 };
 
 struct PlanDecision {
   int level = 0;                            // highest level applied (0: the full model)
   std::shared_ptr<const ComputePlan> plan;  // null: the full model
   double compute_saved = 0;                 // share of per-token work skipped
+  // The domain's pruning_ratio: bounds the plan at every level, Level 3's changes included.
+  double max_saved = 0;
 };
 
 // Level 2 on top of `plan`: the gate's head mask, then the blocks with the lowest keep-scores
-// below 0.5, as long as the compute saved stays within `ratio`. Used by the server and by the
+// below 0.5, each as long as the compute saved stays within `ratio`. Used by the server and by the
 // calibration that trains the gate.
 void apply_gate(const GateMlp& gate, const GateFeatures& features, double ratio,
                 const ComputeCosts& costs, ComputePlan& plan);
+
+// Levels 1-2 of one request, bounded by `ratio`: the rule's FFN blocks (from the last block
+// down, while within the ratio) when the request is short, then `gate` (may be null: no Level 2).
+// What PruningPolicy::decide serves and what calibration measures.
+PlanDecision plan_request(const ModelConfig& model, const PruningOptions& options,
+                          const ComputeCosts& costs, const GateMlp* gate, double ratio,
+                          const Fingerprint& fp);
 
 class PruningPolicy {
  public:

@@ -132,32 +132,69 @@ TEST(AdaptivePruning, StableNormSwitchesMoreOffChangingNormRestores) {
 
   fill_keys(kv, m, 64, [](int) { return 2.0f; });  // stable
   EXPECT_NEAR(pruner.norm_change_rate(kv, 0, 64, base), 0.0, 1e-9);
-  auto plan = pruner.update(kv, 0, 64, base, state);
+  auto plan = pruner.update(kv, 0, 64, base, 1.0, state);
   ASSERT_NE(plan, nullptr);
   EXPECT_EQ(state.shift, 1);
   EXPECT_EQ(plan->skipped_ffn_layers(), (std::vector<int>{6, 7}));
-  plan = pruner.update(kv, 0, 64, base, state);
-  plan = pruner.update(kv, 0, 64, base, state);
+  plan = pruner.update(kv, 0, 64, base, 1.0, state);
+  plan = pruner.update(kv, 0, 64, base, 1.0, state);
   EXPECT_EQ(state.shift, 2);  // at most 25% of 8 blocks beyond the base plan
   EXPECT_EQ(plan->skipped_ffn_layers(), (std::vector<int>{5, 6, 7}));
 
   fill_keys(kv, m, 96, [](int p) { return p < 64 ? 2.0f : 3.0f; });  // +50%: new content
-  plan = pruner.update(kv, 0, 96, base, state);
+  plan = pruner.update(kv, 0, 96, base, 1.0, state);
   EXPECT_EQ(state.shift, -1);
   EXPECT_GT(state.last_rate, 0.4);
   EXPECT_TRUE(plan->skipped_ffn_layers().empty());  // the base's FFN block is back
-  plan = pruner.update(kv, 0, 96, base, state);
+  plan = pruner.update(kv, 0, 96, base, 1.0, state);
   EXPECT_EQ(plan, nullptr);  // attention of block 3 back too (its K/V was kept): full
-  plan = pruner.update(kv, 0, 96, base, state);
+  plan = pruner.update(kv, 0, 96, base, 1.0, state);
   EXPECT_EQ(state.shift, -2);
 
   // Without kept K/V the attention block can never come back.
   base.keep_kv_of_skipped = false;
   AdaptiveState s2;
   s2.shift = -5;
-  EXPECT_EQ(pruner.shifted(base, s2.shift).skipped_attention_layers(), (std::vector<int>{3}));
-  plan = pruner.update(kv, 0, 96, base, s2);
+  EXPECT_EQ(pruner.shifted(base, s2.shift, 1.0).skipped_attention_layers(), (std::vector<int>{3}));
+  plan = pruner.update(kv, 0, 96, base, 1.0, s2);
   EXPECT_EQ(s2.shift, -1);
+}
+
+TEST(AdaptivePruning, ExtraBlocksStayWithinThePruningRatio) {
+  const ModelConfig m = shape(8);
+  AdaptivePruner pruner(m, AdaptiveOptions{});
+  const ComputeCosts costs = compute_costs(m, kReferenceContext);
+  ContiguousKvCache kv(m.n_layers, m.kv_dim(), 512);
+  fill_keys(kv, m, 64, [](int) { return 2.0f; });  // stable: Level 3 wants more blocks off
+  ComputePlan base = ComputePlan::full(8, 8);
+  base.set_ffn(7, false);
+  const double one_more = compute_saved(base, costs) + costs.ffn / costs.total;
+  AdaptiveState state;
+  for (int i = 0; i < 4; ++i) {
+    auto plan = pruner.update(kv, 0, 64, base, one_more, state);
+    ASSERT_NE(plan, nullptr);
+    EXPECT_LE(compute_saved(*plan, costs), one_more + 1e-12);
+    EXPECT_EQ(plan->skipped_ffn_layers(), (std::vector<int>{6, 7}));
+  }
+  EXPECT_EQ(state.shift, 1);
+  // A ratio the base plan already fills: nothing more goes off.
+  AdaptiveState full;
+  auto plan = pruner.update(kv, 0, 64, base, compute_saved(base, costs), full);
+  EXPECT_EQ(plan->skipped_ffn_layers(), (std::vector<int>{7}));
+  EXPECT_EQ(full.shift, 0);
+}
+
+TEST(RulePruning, TheRuleStaysWithinTheRatio) {
+  const ModelConfig m = shape(40);
+  PruningOptions opts;
+  opts.rule.enabled = true;
+  const ComputeCosts costs = compute_costs(m, kReferenceContext);
+  const double two_ffn = 2 * costs.ffn / costs.total;
+  const PlanDecision d = plan_request(m, opts, costs, nullptr, two_ffn + 1e-6, short_request());
+  ASSERT_NE(d.plan, nullptr);
+  EXPECT_EQ(d.plan->skipped_ffn_layers(), (std::vector<int>{38, 39}));
+  EXPECT_DOUBLE_EQ(d.max_saved, two_ffn + 1e-6);
+  EXPECT_EQ(plan_request(m, opts, costs, nullptr, 0.0, short_request()).plan, nullptr);
 }
 
 TEST(AdaptivePruning, TooFewPositionsKeepTheBasePlan) {
@@ -167,7 +204,7 @@ TEST(AdaptivePruning, TooFewPositionsKeepTheBasePlan) {
   fill_keys(kv, m, 40, [](int) { return 1.0f; });
   AdaptiveState state;
   ComputePlan base = ComputePlan::full(4, 8);
-  EXPECT_EQ(pruner.update(kv, 0, 40, base, state), nullptr);
+  EXPECT_EQ(pruner.update(kv, 0, 40, base, 1.0, state), nullptr);
   EXPECT_EQ(state.decisions, 0);
 }
 
