@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/parallel_rows.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -19,6 +20,16 @@ void add_bias(float* rows, const std::vector<float>& bias, int n_rows) {
   if (bias.empty()) return;
   const int n = static_cast<int>(bias.size());
   for (int t = 0; t < n_rows; ++t) add_inplace(rows + static_cast<size_t>(t) * n, bias.data(), n);
+}
+
+// out row t = RMSNorm(x row t) * weight, for rows [0, n_rows).
+void norm_rows(float* out, const float* x, const std::vector<float>& weight, int n_rows,
+               const ModelConfig& c, ThreadPool& pool) {
+  const size_t dim = c.dim;
+  for_row_ranges(pool, n_rows, c.dim, [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t)
+      rmsnorm(out + t * dim, x + t * dim, weight.data(), c.dim, c.rms_eps);
+  });
 }
 
 }  // namespace
@@ -204,15 +215,13 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const int n = static_cast<int>(batch.size());
-  const size_t dim = c.dim, q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_dim();
+  const size_t q_dim = c.n_heads * c.head_dim, kv_dim = c.kv_dim();
   q_.resize(n * q_dim);
   k_.resize(n * kv_dim);
   v_.resize(n * kv_dim);
   attn_.resize(n * q_dim);
 
-  for (int t = 0; t < n; ++t) {
-    rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.attn_norm.data(), c.dim, c.rms_eps);
-  }
+  norm_rows(xn_.data(), x_.data(), L.attn_norm, n, c, pool);
   {
     const TensorView* ws[] = {&L.wk, &L.wv, &L.wq};
     float* ys[] = {k_.data(), v_.data(), q_.data()};
@@ -222,7 +231,7 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   add_bias(q_.data(), L.bq, n_query);
   add_bias(k_.data(), L.bk, n);
   add_bias(v_.data(), L.bv, n);
-  position_qk(layer, batch, n_query);
+  position_qk(layer, batch, n_query, pool);
   for (int t = 0; t < n; ++t) {
     const BatchToken& bt = batch[t];
     kv.store(bt.seq, layer, bt.pos, k_.data() + t * kv_dim, v_.data() + t * kv_dim,
@@ -234,10 +243,11 @@ void Transformer::attention_block(int layer, const std::vector<BatchToken>& batc
   attend(layer, batch, n_query, kv, pool, plans);
   // A masked head's output is zero, so it adds nothing through wo (wo itself still runs whole).
   matmul(L.wo, attn_.data(), n_query, xn_.data(), pool);
-  add_residual(L.attn_post_norm, n_query);
+  add_residual(L.attn_post_norm, n_query, pool);
 }
 
-void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, int n_query) {
+void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, int n_query,
+                              ThreadPool& pool) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
   const int n = static_cast<int>(batch.size()), hd = c.head_dim;
@@ -250,28 +260,32 @@ void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, i
       rmsnorm(head, head, weight.data(), hd, c.rms_eps);
     }
   };
-  cos_sin_.resize(c.rope_dim);
-  for (int t = 0; t < n; ++t) {
-    float* q = q_.data() + t * q_dim;
-    float* k = k_.data() + t * kv_dim;
-    rope_[layer].cos_sin(batch[t].pos, cos_sin_.data());
-    if (t < n_query) {
-      norm_heads(q, c.n_heads, L.q_norm);
-      apply_rope(q, c.n_heads, hd, c.rope_dim, c.rope_neox, cos_sin_.data());
+  for_row_ranges(pool, n, static_cast<int64_t>(q_dim + kv_dim), [&](int t0, int t1) {
+    std::vector<float> cos_sin(c.rope_dim);
+    for (int t = t0; t < t1; ++t) {
+      float* q = q_.data() + t * q_dim;
+      float* k = k_.data() + t * kv_dim;
+      rope_[layer].cos_sin(batch[t].pos, cos_sin.data());
+      if (t < n_query) {
+        norm_heads(q, c.n_heads, L.q_norm);
+        apply_rope(q, c.n_heads, hd, c.rope_dim, c.rope_neox, cos_sin.data());
+      }
+      norm_heads(k, c.n_kv_heads, L.k_norm);
+      apply_rope(k, c.n_kv_heads, hd, c.rope_dim, c.rope_neox, cos_sin.data());
     }
-    norm_heads(k, c.n_kv_heads, L.k_norm);
-    apply_rope(k, c.n_kv_heads, hd, c.rope_dim, c.rope_neox, cos_sin_.data());
-  }
+  });
 }
 
-void Transformer::add_residual(const std::vector<float>& post_norm, int n) {
+void Transformer::add_residual(const std::vector<float>& post_norm, int n, ThreadPool& pool) {
   const ModelConfig& c = model_.config;
   const size_t dim = c.dim;
-  for (int t = 0; t < n; ++t) {
-    float* y = xn_.data() + t * dim;
-    if (!post_norm.empty()) rmsnorm(y, y, post_norm.data(), c.dim, c.rms_eps);
-    add_inplace(x_.data() + t * dim, y, c.dim);
-  }
+  for_row_ranges(pool, n, c.dim, [&](int t0, int t1) {
+    for (int t = t0; t < t1; ++t) {
+      float* y = xn_.data() + t * dim;
+      if (!post_norm.empty()) rmsnorm(y, y, post_norm.data(), c.dim, c.rms_eps);
+      add_inplace(x_.data() + t * dim, y, c.dim);
+    }
+  });
 }
 
 // Causal attention of every (token, head) pair over its own sequence's positions 0..pos, or the
@@ -435,16 +449,13 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, int n_
 void Transformer::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = model_.config;
   const LayerWeights& L = model_.weights.layers[layer];
-  const size_t dim = c.dim;
-  for (int t = 0; t < n; ++t) {
-    rmsnorm(xn_.data() + t * dim, x_.data() + t * dim, L.ffn_norm.data(), c.dim, c.rms_eps);
-  }
+  norm_rows(xn_.data(), x_.data(), L.ffn_norm, n, c, pool);
   if (L.moe.empty()) {
     dense_ffn(L, n, pool);
   } else {
     moe_ffn_.forward(L.moe, c.n_experts_used, xn_.data(), n, xn_.data(), pool);
   }
-  add_residual(L.ffn_post_norm, n);
+  add_residual(L.ffn_post_norm, n, pool);
 }
 
 void Transformer::dense_ffn(const LayerWeights& L, int n, ThreadPool& pool) {
@@ -457,11 +468,16 @@ void Transformer::dense_ffn(const LayerWeights& L, int n, ThreadPool& pool) {
     float* ys[] = {gate_.data(), up_.data()};
     matmul_same_input(ws, ys, 2, xn_.data(), n, pool);
   }
-  if (c.ffn_activation == FfnActivation::kGeluF16) {
-    gelu_f16_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
-  } else {
-    silu_mul(gate_.data(), up_.data(), static_cast<int>(n * ffn));
-  }
+  for_row_ranges(pool, n, static_cast<int64_t>(ffn), [&](int t0, int t1) {
+    float* gate = gate_.data() + t0 * ffn;
+    const float* up = up_.data() + t0 * ffn;
+    const int count = static_cast<int>((t1 - t0) * ffn);
+    if (c.ffn_activation == FfnActivation::kGeluF16) {
+      gelu_f16_mul(gate, up, count);
+    } else {
+      silu_mul(gate, up, count);
+    }
+  });
   matmul(L.w_down, gate_.data(), n, xn_.data(), pool);
 }
 

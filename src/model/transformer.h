@@ -52,7 +52,7 @@ class Transformer final : public Model {
   void attention_block(int layer, const std::vector<BatchToken>& batch, KvCache& kv,
                        ThreadPool& pool, const RowPlans& plans, int n_query);
   // Q/K norms and RoPE of the fresh Q rows of the first n_query tokens and of every K row.
-  void position_qk(int layer, const std::vector<BatchToken>& batch, int n_query);
+  void position_qk(int layer, const std::vector<BatchToken>& batch, int n_query, ThreadPool& pool);
   void ffn_block(int layer, int n_tokens, ThreadPool& pool);
   // The gated FFN of xn_ (the normed input of n tokens), written to xn_.
   void dense_ffn(const LayerWeights& L, int n_tokens, ThreadPool& pool);
@@ -60,12 +60,12 @@ class Transformer final : public Model {
   void attend(int layer, const std::vector<BatchToken>& batch, int n_query, KvCache& kv,
               ThreadPool& pool, const RowPlans& plans);
   // x_ += norm(xn_) * post_norm (Gemma's post-attention / post-FFN norms), or x_ += xn_.
-  void add_residual(const std::vector<float>& post_norm, int n_tokens);
+  void add_residual(const std::vector<float>& post_norm, int n_tokens, ThreadPool& pool);
 
   LoadedModel model_;
   std::vector<Rope> rope_;  // per layer
   // Activations, reused across calls (forward is not reentrant).
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_, cos_sin_;
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
   std::vector<float> gathered_;  // on_rows: the residual rows of the tokens outside the block
   std::vector<std::vector<float>> scores_;  // per thread
   // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
