@@ -19,9 +19,15 @@
 // the 16 f16 d, then the 16 f16 dmin. 2368 bytes for 16 x 144 in the file (+2.8%).
 // Q5_K groups are Q4_K's with the 32 qh bytes of each row as 8 pieces after the quant pieces:
 // kPackedQ5kSuperBytes = 2880 for 16 x 176 (+2.3%).
-// Q6_K groups likewise, kPackedQ6kSuperBytes per super-block: the 128 ql bytes of each row as 32
-// pieces, the 64 qh bytes as 16 pieces, the 16 int8 scales as pairs (pair q: 32 bytes, row i's
-// scales 2q and 2q + 1 at 2i, 2i + 1), then the 16 d as f32. 3392 bytes for 16 x 210 (+0.95%).
+// Q6_K groups likewise, kPackedQ6kSuperBytes per super-block. The file keeps element 128n + 32e
+// + l (l < 32) of a row as a nibble of ql (low: e = 0, 1; high: e = 2, 3) and two bits of qh;
+// the group stores, per row and (n, l), three bytes instead, so that groups 0 and 1 need one
+// mask and groups 2 and 3 four or five operations (the file's layout took four to five each):
+//   A = quant e = 0 (6 bits) | top 2 bits of e = 2 << 6,  B = quant e = 1 | top 2 bits of e = 3
+//   << 6,  C = low 4 bits of e = 2 | low 4 bits of e = 3 << 4,
+// each as 16 pieces (piece 8n + k: (n, l = 4k..4k+3)) of 64 bytes: A at 0, B at 1024, C at 2048;
+// then the 16 int8 scales as pairs (pair q: 32 bytes, row i's scales 2q and 2q + 1 at 2i,
+// 2i + 1), then the 16 d as f32. 3392 bytes for 16 x 210 (+0.95%).
 #pragma once
 
 #include <cstddef>
@@ -46,7 +52,7 @@ struct PackedK4Layout {  // Q4_K (fifth_bit false) and Q5_K
   }
 };
 namespace packed_q6k {  // Q6_K
-constexpr size_t kQh = 2048, kScalePairs = 3072, kD = 3072 + 256, kBytes = kD + 64;
+constexpr size_t kB = 1024, kC = 2048, kScalePairs = 3072, kD = 3072 + 256, kBytes = kD + 64;
 }  // namespace packed_q6k
 constexpr size_t kPackedQ4kSuperBytes = PackedK4Layout::of(false).bytes;
 constexpr size_t kPackedQ5kSuperBytes = PackedK4Layout::of(true).bytes;

@@ -205,22 +205,41 @@ TEST(RepackTest, Q5kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
                           });
 }
 
-// Q6_K. The file's block: ql[128], qh[64], int8 scales[16], f16 d.
+// Q6_K. The file's block: ql[128], qh[64], int8 scales[16], f16 d. The group holds the quants
+// as A, B and C (kernels/repack.h), checked here by rebuilding every 6-bit quant from them.
 TEST(RepackTest, Q6kLayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
   if (active_set_refuses_repack()) return;
-  each_packed_super_block(DType::Q6_K, kPackedQ6kSuperBytes, 17,
-                          [](int64_t r, int i, const uint8_t* sb, const uint8_t* src) {
-                            expect_pieces(sb, 0, 48, i, r, src);  // 32 ql pieces, then 16 qh pieces
-                            for (int s = 0; s < 16; ++s) {
-                              EXPECT_EQ(sb[3072 + 32 * (s / 2) + 2 * i + s % 2], src[192 + s])
-                                  << "row " << r << " " << s;
-                            }
-                            uint16_t d16;
-                            std::memcpy(&d16, src + 208, 2);
-                            float d;
-                            std::memcpy(&d, sb + 3072 + 256 + 4 * i, 4);
-                            EXPECT_EQ(d, f16_to_f32(d16)) << "d of row " << r;
-                          });
+  each_packed_super_block(
+      DType::Q6_K, kPackedQ6kSuperBytes, 17,
+      [](int64_t r, int i, const uint8_t* sb, const uint8_t* src) {
+        const uint8_t* ql = src;
+        const uint8_t* qh = src + 128;
+        for (int n = 0; n < 2; ++n) {
+          for (int l = 0; l < 32; ++l) {
+            const size_t at = 64 * (8 * n + l / 4) + 4 * i + l % 4;
+            const int a = sb[at], b = sb[1024 + at], c = sb[2048 + at];
+            const int h = qh[32 * n + l];
+            // The file's quants of groups e = 0..3 (llama.cpp's reference).
+            const int want[4] = {(ql[64 * n + l] & 15) | (h & 3) << 4,
+                                 (ql[64 * n + 32 + l] & 15) | (h >> 2 & 3) << 4,
+                                 (ql[64 * n + l] >> 4) | (h >> 4 & 3) << 4,
+                                 (ql[64 * n + 32 + l] >> 4) | (h >> 6 & 3) << 4};
+            const int got[4] = {a & 63, b & 63, (c & 15) | (a >> 2 & 48), (c >> 4) | (b >> 2 & 48)};
+            for (int e = 0; e < 4; ++e) {
+              ASSERT_EQ(got[e], want[e]) << "row " << r << " n " << n << " e " << e << " l " << l;
+            }
+          }
+        }
+        for (int s = 0; s < 16; ++s) {
+          EXPECT_EQ(sb[3072 + 32 * (s / 2) + 2 * i + s % 2], src[192 + s])
+              << "row " << r << " " << s;
+        }
+        uint16_t d16;
+        std::memcpy(&d16, src + 208, 2);
+        float d;
+        std::memcpy(&d, sb + 3072 + 256 + 4 * i, 4);
+        EXPECT_EQ(d, f16_to_f32(d16)) << "d of row " << r;
+      });
 }
 
 // The packed K-quant kernels take the integer steps of the file-layout kernels (block_types.h)

@@ -341,30 +341,28 @@ struct PackedK4 {
 using PackedQ4k = PackedK4<DType::Q4_K>;
 using PackedQ5k = PackedK4<DType::Q5_K>;
 
-// Q6_K: element 128n + 32e + l (e < 4, l < 32) is a low nibble of ql byte 64n + l (e = 0, 2: low
-// and high nibble) or 64n + 32 + l (e = 1, 3), with bits 2e, 2e + 1 of qh byte 32n + l on top;
-// sub-block s (of 16) = 8n + 2e + l / 16. Pieces hold bytes 4k..4k+3, so ql piece 16n + k (and
-// 16n + 8 + k) and qh piece 8n + k give elements 4k..4k+3 of the four groups e.
+// Q6_K on the layout of kernels/repack.h: piece 8n + k of A, B and C gives elements 4k..4k+3
+// of the four groups e of half n (element 128n + 32e + l); sub-block s (of 16) = 8n + 2e + l / 16.
 struct PackedQ6k {
   static constexpr DType kType = DType::Q6_K;
   static constexpr size_t kSuperBytes = kPackedQ6kSuperBytes;
 
-  // The 6-bit quants (0..63) of group e from ql piece a (e = 0, 2) or b (e = 1, 3) and qh piece h.
+  // The 6-bit quants (0..63) of group e from pieces of A, B and C.
   template <typename L>
-  static typename L::I quants(int e, const uint8_t* a, const uint8_t* b, const uint8_t* h) {
+  static typename L::I quants(int e, const uint8_t* a, const uint8_t* b, const uint8_t* c) {
+    const auto six = L::bytes(0x3f);
     const auto low4 = L::bytes(0x0f);
     const auto top2 = L::bytes(0x30);
-    const auto hv = L::load(h);
     switch (e) {
       case 0:
-        return L::bor(L::band(L::load(a), low4), L::band(L::template sll16<4>(hv), top2));
+        return L::band(L::load(a), six);
       case 1:
-        return L::bor(L::band(L::load(b), low4), L::band(L::template sll16<2>(hv), top2));
+        return L::band(L::load(b), six);
       case 2:
-        return L::bor(L::band(L::template srl16<4>(L::load(a)), low4), L::band(hv, top2));
+        return L::bor(L::band(L::load(c), low4), L::band(L::template srl16<2>(L::load(a)), top2));
       default:
-        return L::bor(L::band(L::template srl16<4>(L::load(b)), low4),
-                      L::band(L::template srl16<2>(hv), top2));
+        return L::bor(L::band(L::template srl16<4>(L::load(c)), low4),
+                      L::band(L::template srl16<2>(L::load(b)), top2));
     }
   }
 
@@ -373,8 +371,9 @@ struct PackedQ6k {
                                           int64_t b, typename L::F acc[T]) {
     using I = typename L::I;
     constexpr int R = L::kRows;
-    const uint8_t* ql = sb + 4 * R * part;
-    const uint8_t* qh = sb + packed_q6k::kQh + 4 * R * part;
+    const uint8_t* qa = sb + 4 * R * part;
+    const uint8_t* qb = sb + packed_q6k::kB + 4 * R * part;
+    const uint8_t* qc = sb + packed_q6k::kC + 4 * R * part;
     const uint8_t* scale_pairs = sb + packed_q6k::kScalePairs + 2 * R * part;
     const float* dw = reinterpret_cast<const float*>(sb + packed_q6k::kD) + R * part;
     const BlockQ8_K* x[T];
@@ -394,8 +393,8 @@ struct PackedQ6k {
           for (int t = 0; t < T; ++t) xs[t] = x[t]->qs + 128 * n + 32 * e + 16 * m;
           const auto q = [&](int i) {
             const int k = 4 * m + i;
-            return quants<L>(e, ql + 64 * (16 * n + k), ql + 64 * (16 * n + 8 + k),
-                             qh + 64 * (8 * n + k));
+            const size_t piece = 64 * (8 * n + k);
+            return quants<L>(e, qa + piece, qb + piece, qc + piece);
           };
           // 2 pieces x 2 products of at most 63 x 127 per 16-bit lane.
           const I scale = m == 0 ? pair_scale<L, false>(pairs) : pair_scale<L, true>(pairs);

@@ -166,8 +166,16 @@ void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
     auto* d = reinterpret_cast<float*>(out + L::kD);
     for (int i = 0; i < n_rows; ++i) {
       const auto& block = reinterpret_cast<const BlockQ6_K*>(w + (r0 + i) * w_row_bytes)[b];
-      for (int p = 0; p < 32; ++p) std::memcpy(out + 64 * p + 4 * i, block.ql + 4 * p, 4);
-      for (int p = 0; p < 16; ++p) std::memcpy(out + L::kQh + 64 * p + 4 * i, block.qh + 4 * p, 4);
+      for (int n = 0; n < 2; ++n) {
+        for (int l = 0; l < 32; ++l) {
+          const uint8_t lo02 = block.ql[64 * n + l], lo13 = block.ql[64 * n + 32 + l];
+          const uint8_t h = block.qh[32 * n + l];  // top bits of e = 0..3 at bits 2e, 2e + 1
+          const size_t at = 64 * (8 * n + l / 4) + 4 * i + l % 4;
+          out[at] = static_cast<uint8_t>((lo02 & 0x0f) | (h & 0x03) << 4 | (h & 0x30) << 2);
+          out[L::kB + at] = static_cast<uint8_t>((lo13 & 0x0f) | (h & 0x0c) << 2 | (h & 0xc0));
+          out[L::kC + at] = static_cast<uint8_t>(lo02 >> 4 | (lo13 & 0xf0));
+        }
+      }
       for (int s = 0; s < 16; ++s) {
         out[L::kScalePairs + 32 * (s / 2) + 2 * i + s % 2] = static_cast<uint8_t>(block.scales[s]);
       }
