@@ -102,7 +102,17 @@ float normalise_probabilities(float* scores, int first, int n_pos, float* stats)
   if constexpr (std::is_same_v<T, float>) {
     return inv_sum;
   } else {
-    for (int p = first; p < n_pos; ++p) scores[p] = round_to_f16(scores[p] * inv_sum);
+    int p = first;
+#if defined(__F16C__)
+    // Eight at a time through the conversions round_to_f16 uses one by one (it was a tenth of
+    // a serving run's time on the avx2 set).
+    const __m256 scale = _mm256_set1_ps(inv_sum);
+    for (; p + 8 <= n_pos; p += 8) {
+      const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(scores + p), scale);
+      _mm256_storeu_ps(scores + p, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+    }
+#endif
+    for (; p < n_pos; ++p) scores[p] = round_to_f16(scores[p] * inv_sum);
     return 1.0f;
   }
 }
