@@ -53,14 +53,7 @@ double AdaptivePruner::norm_change_rate(KvCache& kv, int seq, int n_positions,
 int AdaptivePruner::max_extra(const ComputePlan& base, double max_saved) const {
   const int by_share = static_cast<int>(std::floor(options_.max_extra_fraction * model_.n_layers));
   ComputePlan plan = base;
-  int n = 0;
-  for (int l = model_.n_layers - 1; l >= 1 && n < by_share; --l) {
-    if (!plan.ffn(l)) continue;
-    plan.set_ffn(l, false);
-    if (compute_saved(plan, costs_) > max_saved + 1e-9) break;
-    ++n;
-  }
-  return n;
+  return ffn_off_from_last(plan, by_share, max_saved, costs_);
 }
 
 int AdaptivePruner::restorable(const ComputePlan& base) const {
@@ -72,14 +65,7 @@ int AdaptivePruner::restorable(const ComputePlan& base) const {
 ComputePlan AdaptivePruner::shifted(const ComputePlan& base, int shift, double max_saved) const {
   ComputePlan plan = base;
   if (shift > 0) {
-    // Extra FFN blocks off from the last block down, never block 0.
-    int left = std::min(shift, max_extra(base, max_saved));
-    for (int l = model_.n_layers - 1; l >= 1 && left > 0; --l) {
-      if (plan.ffn(l)) {
-        plan.set_ffn(l, false);
-        --left;
-      }
-    }
+    ffn_off_from_last(plan, std::min(shift, max_extra(base, max_saved)), max_saved, costs_);
   } else if (shift < 0) {
     // Restore the base plan's skipped FFN blocks from the first layer up, then its attention
     // blocks when their K/V was kept.

@@ -109,8 +109,8 @@ void adapt(const AdaptivePruner& pruner, KvCache& kv, const ChunkPlan& how, int 
 ChunkEval eval_chunk(Model& model, ThreadPool& pool, const CalibrationRequest& chunk,
                      const ChunkPlan& how, const AdaptivePruner& pruner, const ComputeCosts& costs,
                      bool generate) {
-  const int n_vocab = model.config().n_vocab;
   const ModelConfig& m = model.config();
+  const int n_vocab = m.n_vocab;
   const ComputePlan base = how.plan ? *how.plan : ComputePlan::full(m.n_layers, m.n_heads);
   const int end = 1 + chunk.prompt + chunk.scored;  // tokens in the chunk
   ChunkEval e;
@@ -121,12 +121,12 @@ ChunkEval eval_chunk(Model& model, ThreadPool& pool, const CalibrationRequest& c
     double saved = 0, nll = 0;
     int from = 0, to = 1 + chunk.prompt;  // the prefill; its last row predicts the first token
     while (from < end - 1) {
-      const std::vector<float> rows = run_span(model, pool, *kv, chunk.tokens, from, to,
-                                               std::max(from, chunk.prompt), plan.get());
+      const int first = std::max(from, chunk.prompt);  // the first row scored in this span
+      const std::vector<float> rows =
+          run_span(model, pool, *kv, chunk.tokens, from, to, first, plan.get());
       saved += (to - from) * (plan ? compute_saved(*plan, costs) : 0.0);
-      for (int i = std::max(from, chunk.prompt); i < to; ++i) {
-        const float* row =
-            rows.data() + static_cast<size_t>(i - std::max(from, chunk.prompt)) * n_vocab;
+      for (int i = first; i < to; ++i) {
+        const float* row = rows.data() + static_cast<size_t>(i - first) * n_vocab;
         nll += token_nll(row, n_vocab, chunk.tokens[i + 1]);
         e.argmax.push_back(argmax_of(row, n_vocab));
       }
@@ -164,10 +164,15 @@ std::vector<TokenId> continuation(const CalibrationRequest& c) {
   return {c.tokens.begin() + 1 + c.prompt, c.tokens.end()};
 }
 
-double agreement(const ChunkEval& a, const ChunkEval& full) {
-  int same = 0;
+// Scored positions where `a` predicts the full model's top token.
+size_t same_argmax(const ChunkEval& a, const ChunkEval& full) {
+  size_t same = 0;
   for (size_t i = 0; i < a.argmax.size(); ++i) same += a.argmax[i] == full.argmax[i] ? 1 : 0;
-  return a.argmax.empty() ? 1.0 : static_cast<double>(same) / a.argmax.size();
+  return same;
+}
+
+double agreement(const ChunkEval& a, const ChunkEval& full) {
+  return a.argmax.empty() ? 1.0 : static_cast<double>(same_argmax(a, full)) / a.argmax.size();
 }
 
 // Perplexity over every scored token of the part, agreement over every scored position, ROUGE-L
@@ -180,9 +185,7 @@ Quality summarize(const std::vector<ChunkEval>& evals, const std::vector<ChunkEv
   for (size_t i = 0; i < evals.size(); ++i) {
     nll += evals[i].nll * chunks[i].scored;
     tokens += chunks[i].scored;
-    for (size_t j = 0; j < evals[i].argmax.size(); ++j) {
-      same += evals[i].argmax[j] == full[i].argmax[j] ? 1 : 0;
-    }
+    same += same_argmax(evals[i], full[i]);
     rouge += rouge_l(evals[i].generated, continuation(chunks[i]));
     saved += evals[i].compute_saved;
   }
@@ -303,6 +306,26 @@ GateMlp gate_for_ratio(const ModelConfig& m, const std::vector<UnitCost>& units,
   return g;
 }
 
+// Held-out text is the end of the file, cut at a paragraph or line break.
+size_t held_out_start(const std::string& text, const CalibrationOptions& o) {
+  size_t cut = static_cast<size_t>(text.size() * (1.0 - o.held_out_fraction));
+  const size_t nl = text.rfind('\n', cut);
+  if (nl != std::string::npos && nl > text.size() / 2) cut = nl + 1;
+  return cut;
+}
+
+// Which bounds a row misses ("" when it passes).
+std::string missed_bounds(const RatioRow& r, const QualityBounds& b) {
+  std::string out;
+  const auto add = [&out](const char* what) {
+    out += (out.empty() ? "" : ", ") + std::string(what);
+  };
+  if (r.ppl_change > b.max_ppl_increase) add("PPL");
+  if (r.quality.agreement < b.min_agreement) add("agreement");
+  if (r.rouge_change < -b.max_rouge_drop) add("ROUGE-L");
+  return out;
+}
+
 }  // namespace
 
 std::string UnitCost::name() const {
@@ -349,38 +372,10 @@ std::vector<uint64_t> paragraph_signatures(const std::string& text, size_t max) 
   return out;
 }
 
-namespace {
-
-// Held-out text is the end of the file, cut at a paragraph or line break.
-size_t held_out_start(const std::string& text, const CalibrationOptions& o) {
-  size_t cut = static_cast<size_t>(text.size() * (1.0 - o.held_out_fraction));
-  const size_t nl = text.rfind('\n', cut);
-  if (nl != std::string::npos && nl > text.size() / 2) cut = nl + 1;
-  return cut;
-}
-
-}  // namespace
-
 std::vector<CalibrationRequest> held_out_requests(const Tokenizer& tok, const std::string& text,
                                                   const CalibrationOptions& o) {
   return make_requests(tok, tok.encode(text.substr(held_out_start(text, o)), false, false), 2, o);
 }
-
-namespace {
-
-// Which bounds a row misses ("" when it passes).
-std::string missed_bounds(const RatioRow& r, const QualityBounds& b) {
-  std::string out;
-  const auto add = [&out](const char* what) {
-    out += (out.empty() ? "" : ", ") + std::string(what);
-  };
-  if (r.ppl_change > b.max_ppl_increase) add("PPL");
-  if (r.quality.agreement < b.min_agreement) add("agreement");
-  if (r.rouge_change < -b.max_rouge_drop) add("ROUGE-L");
-  return out;
-}
-
-}  // namespace
 
 DomainCalibration calibrate_domain(Model& model, ThreadPool& pool, const std::string& name,
                                    const std::string& text, double ratio,

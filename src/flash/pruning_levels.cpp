@@ -39,6 +39,19 @@ int rule_ffn_blocks(const RuleOptions& rule, int n_layers) {
   return std::clamp(n, 1, n_layers - 1);
 }
 
+int ffn_off_from_last(ComputePlan& plan, int n, double ratio, const ComputeCosts& costs) {
+  int done = 0;
+  for (int l = plan.n_layers - 1; l >= 1 && done < n; --l) {
+    if (!plan.ffn(l)) continue;
+    ComputePlan next = plan;
+    next.set_ffn(l, false);
+    if (compute_saved(next, costs) > ratio + 1e-9) break;
+    plan = std::move(next);
+    ++done;
+  }
+  return done;
+}
+
 void apply_gate(const GateMlp& gate, const GateFeatures& features, double ratio,
                 const ComputeCosts& costs, ComputePlan& plan) {
   for (int l = 0; l < plan.n_layers; ++l) {
@@ -89,12 +102,7 @@ PlanDecision plan_request(const ModelConfig& model, const PruningOptions& option
   const RuleOptions& rule = options.rule;
   if (rule.enabled && fp.prompt_tokens < rule.max_prompt_tokens &&
       fp.response_tokens < rule.max_response_tokens) {
-    const int n = rule_ffn_blocks(rule, model.n_layers);
-    for (int l = model.n_layers - 1; l >= model.n_layers - n; --l) {
-      ComputePlan next = plan;
-      next.set_ffn(l, false);
-      if (compute_saved(next, costs) > ratio + 1e-9) break;
-      plan = std::move(next);
+    if (ffn_off_from_last(plan, rule_ffn_blocks(rule, model.n_layers), ratio, costs) > 0) {
       d.level = 1;
     }
   }

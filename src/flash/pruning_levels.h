@@ -60,6 +60,11 @@ struct PlanDecision {
   double max_saved = 0;
 };
 
+// Switches the FFN of up to `n` more blocks off, from the last block down (never block 0; blocks
+// already off are passed over), each only while the compute saved stays within `ratio`. Returns
+// how many it switched off. The Level 1 rule and Level 3's extra blocks both take this path.
+int ffn_off_from_last(ComputePlan& plan, int n, double ratio, const ComputeCosts& costs);
+
 // Level 2 on top of `plan`: the gate's head mask, then the blocks with the lowest keep-scores
 // below 0.5, each as long as the compute saved stays within `ratio`. Used by the server and by the
 // calibration that trains the gate.

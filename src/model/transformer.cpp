@@ -261,7 +261,8 @@ void Transformer::position_qk(int layer, const std::vector<BatchToken>& batch, i
     }
   };
   for_row_ranges(pool, n, static_cast<int64_t>(q_dim + kv_dim), [&](int t0, int t1) {
-    std::vector<float> cos_sin(c.rope_dim);
+    thread_local std::vector<float> cos_sin;  // per thread: the ranges run concurrently
+    cos_sin.resize(c.rope_dim);
     for (int t = t0; t < t1; ++t) {
       float* q = q_.data() + t * q_dim;
       float* k = k_.data() + t * kv_dim;

@@ -78,6 +78,9 @@ Measured measure_served(Model& model, FlashPlanner& planner, const CalibrationOp
   ThreadPool pool(1);
   const AdaptivePruner pruner(m, AdaptiveOptions{});
   const ComputeCosts costs = compute_costs(m, kReferenceContext);
+  const auto top = [](const std::vector<float>& row) {
+    return std::max_element(row.begin(), row.end()) - row.begin();
+  };
   double nll_full = 0, nll_served = 0, saved = 0;
   size_t scored = 0, same = 0, positions = 0;
   for (const CalibrationRequest& r : held_out_requests(model.tokenizer(), stories_text(), o)) {
@@ -107,11 +110,7 @@ Measured measure_served(Model& model, FlashPlanner& planner, const CalibrationOp
       if (!scoring) continue;
       nll_full += token_nll(full.data(), n_vocab, r.tokens[pos + 1]);
       nll_served += token_nll(served.data(), n_vocab, r.tokens[pos + 1]);
-      same +=
-          std::max_element(full.begin(), full.end()) ==
-                  full.begin() + (std::max_element(served.begin(), served.end()) - served.begin())
-              ? 1
-              : 0;
+      same += top(full) == top(served) ? 1 : 0;
       ++scored;
       const int n_generated = pos - r.prompt + 1;
       if (d.level > 0 && pruner.due(n_generated)) {
