@@ -142,6 +142,7 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 constexpr int kQueries = 4;
 constexpr int kKeys = 4;        // keys per dots_block call
 constexpr int kValueCols = 64;  // output columns per weighted_values call
+constexpr int kWideValueQueries = kQueries;  // 16 accumulators already; no wider call
 
 // 16 consecutive elements as floats.
 inline __m512 load16(const float* p) {
@@ -205,12 +206,13 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
   }
 }
 
-// out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`.
-template <typename T>
+// out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`,
+// for NQ queries (scores rows s_stride apart).
+template <int NQ, typename T>
 void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
                      int c0, float* const* out, bool first) {
-  __m512 acc[kQueries][4];
-  for (int i = 0; i < kQueries; ++i) {
+  __m512 acc[NQ][4];
+  for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 4; ++c) {
       acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[i] + c0 + 16 * c);
     }
@@ -219,12 +221,12 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
   for (int p = p0; p < p1; ++p, v += kv_stride) {
     __m512 vv[4];
     for (int c = 0; c < 4; ++c) vv[c] = load16(v + 16 * c);
-    for (int i = 0; i < kQueries; ++i) {
+    for (int i = 0; i < NQ; ++i) {
       const __m512 w = _mm512_set1_ps(scores[i * s_stride + p]);
       for (int c = 0; c < 4; ++c) acc[i][c] = _mm512_fmadd_ps(w, vv[c], acc[i][c]);
     }
   }
-  for (int i = 0; i < kQueries; ++i) {
+  for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out[i] + c0 + 16 * c, acc[i][c]);
   }
 }
@@ -232,8 +234,12 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
 #elif defined(__AVX2__)
 #define K25_ATTN_BLOCKED 1
 constexpr int kQueries = 4;
-constexpr int kKeys = 2;        // 8 accumulators: 16 ymm registers hold them, the keys and a query
-constexpr int kValueCols = 16;  // 8 accumulators again, 4 queries x 2 vectors
+constexpr int kKeys = 3;        // 12 accumulators: 16 ymm registers hold them, the keys and a query
+constexpr int kValueCols = 16;  // 2 vectors of output columns per query
+// Queries per weighted_values call when a call has more than kQueries of them: 12 accumulators,
+// 2 value vectors and a broadcast probability fill the registers, 8 loads per 12 multiply-adds
+// (4 queries: 6 per 8).
+constexpr int kWideValueQueries = 6;
 
 // 8 consecutive elements as floats.
 inline __m256 load8(const float* p) {
@@ -245,45 +251,55 @@ inline __m256 load8(const Half* p) {
 
 // The 8 lane sums of v[0..7], element k = sum of v[k]: horizontal adds of neighbours, then of
 // pairs, then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)), the same
-// additions in the same order wherever its vector sits in v.
+// additions in the same order wherever its vector sits in v (and in reduce4).
 inline __m256 reduce8(const __m256 v[8]) {
   const __m256 h0 = _mm256_hadd_ps(v[0], v[1]), h1 = _mm256_hadd_ps(v[2], v[3]);
   const __m256 h2 = _mm256_hadd_ps(v[4], v[5]), h3 = _mm256_hadd_ps(v[6], v[7]);
   const __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
   return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
 }
+// The same tree for 4 vectors: element k = sum of v[k].
+inline __m128 reduce4(const __m256 v[4]) {
+  const __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
+}
 
-// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride: scores[i * s_stride + j].
-// A missing key reads nothing and its products are zeros, so a score does not depend on how many
-// keys shared its call.
+// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
+// j]. A missing key reads nothing and its products are zeros, so a score does not depend on how
+// many keys shared its call.
 template <typename T>
 void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
                 float scale, float* scores, int s_stride) {
-  __m256 acc[8];  // query i, key j at i + 4 * j
+  __m256 acc[12];  // query i, key j at i + 4 * j
   for (auto& a : acc) a = _mm256_setzero_ps();
-  const bool second = n_keys > 1;
+  const bool second = n_keys > 1, third = n_keys > 2;
   for (int c = 0; c < head_dim; c += 8) {
     const __m256 k0 = load8(k + c);
     const __m256 k1 = second ? load8(k + stride + c) : _mm256_setzero_ps();
+    const __m256 k2 = third ? load8(k + 2 * stride + c) : _mm256_setzero_ps();
     for (int i = 0; i < kQueries; ++i) {
       const __m256 qv = _mm256_loadu_ps(q[i] + c);
       acc[i] = _mm256_fmadd_ps(qv, k0, acc[i]);
       acc[i + 4] = _mm256_fmadd_ps(qv, k1, acc[i + 4]);
+      acc[i + 8] = _mm256_fmadd_ps(qv, k2, acc[i + 8]);
     }
   }
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, _mm256_mul_ps(reduce8(acc), _mm256_set1_ps(scale)));
+  const __m256 s = _mm256_set1_ps(scale);
+  alignas(32) float lanes[12];
+  _mm256_store_ps(lanes, _mm256_mul_ps(reduce8(acc), s));
+  _mm_store_ps(lanes + 8, _mm_mul_ps(reduce4(acc + 8), _mm256_castps256_ps128(s)));
   for (int i = 0; i < kQueries; ++i) {
     for (int j = 0; j < n_keys; ++j) scores[i * s_stride + j] = lanes[i + 4 * j];
   }
 }
 
-// out[i][c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when `first`.
-template <typename T>
+// out[i][c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when `first`,
+// for NQ queries (scores rows s_stride apart).
+template <int NQ, typename T>
 void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
                      int c0, float* const* out, bool first) {
-  __m256 acc[kQueries][2];
-  for (int i = 0; i < kQueries; ++i) {
+  __m256 acc[NQ][2];
+  for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 2; ++c) {
       acc[i][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + c0 + 8 * c);
     }
@@ -291,13 +307,13 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
   v += c0;
   for (int p = p0; p < p1; ++p, v += kv_stride) {
     const __m256 v0 = load8(v), v1 = load8(v + 8);
-    for (int i = 0; i < kQueries; ++i) {
+    for (int i = 0; i < NQ; ++i) {
       const __m256 w = _mm256_broadcast_ss(scores + i * s_stride + p);
       acc[i][0] = _mm256_fmadd_ps(w, v0, acc[i][0]);
       acc[i][1] = _mm256_fmadd_ps(w, v1, acc[i][1]);
     }
   }
-  for (int i = 0; i < kQueries; ++i) {
+  for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 2; ++c) _mm256_storeu_ps(out[i] + c0 + 8 * c, acc[i][c]);
   }
 }
@@ -350,7 +366,8 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
 }
 
 // Every query, tile by tile: scores (causal per block), exp per query over its window, then the
-// values, divided by the exp sum at the end.
+// values, divided by the exp sum at the end. Scores take blocks of kQueries queries; the values
+// take groups of kWideValueQueries when that pads the call no more than blocks of kQueries do.
 // Each score and each output element is computed by the same operations in the same order
 // whatever the other queries of the call are, so results do not depend on how a batch groups
 // its queries.
@@ -358,23 +375,29 @@ template <typename T>
 void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
   const int n_blocks = (nq + kQueries - 1) / kQueries;
+  const auto padded = [nq](int g) { return (nq + g - 1) / g * g; };
+  // Wide groups when they pad no more than blocks do (8 queries: two of 4, not two of 6).
+  const int group = padded(kWideValueQueries) <= padded(kQueries) ? kWideValueQueries : kQueries;
+  const int n_groups = (nq + group - 1) / group;
+  const int rows = std::max(n_blocks * kQueries, n_groups * group);
   int n = 0;
   for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
   const int s_stride = n;
-  scratch.resize(static_cast<size_t>(n_blocks) * kQueries * s_stride + head_dim);
+  scratch.resize(static_cast<size_t>(rows) * s_stride + head_dim);
   float* scores = scratch.data();
-  float* discard = scores + static_cast<size_t>(n_blocks) * kQueries * s_stride;
+  float* discard = scores + static_cast<size_t>(rows) * s_stride;
   std::vector<const float*> q(static_cast<size_t>(n_blocks) * kQueries);
-  std::vector<float*> out(q.size());
-  std::vector<int> limit(n_blocks, 0);
-  for (int i = 0; i < n_blocks * kQueries; ++i) {
-    q[i] = queries[i < nq ? i : 0].q;
+  std::vector<float*> out(rows);
+  std::vector<int> limit(n_blocks, 0), group_limit(n_groups, 0);
+  for (int i = 0; i < rows; ++i) {
+    if (i < n_blocks * kQueries) q[i] = queries[i < nq ? i : 0].q;
     out[i] = i < nq ? queries[i].out : discard;
-    if (i < nq) limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
+    if (i < nq) {
+      limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
+      group_limit[i / group] = std::max(group_limit[i / group], queries[i].n_pos);
+    }
   }
-  const auto block_scores = [&](int b) {
-    return scores + static_cast<size_t>(b) * kQueries * s_stride;
-  };
+  const auto score_row = [&](int i) { return scores + static_cast<size_t>(i) * s_stride; };
 
   for_each_tile<T>(spans, n_spans, n, false, kv_stride, head_dim,
                    [&](int p0, const T* k0, const T*, size_t offset, int len) {
@@ -383,32 +406,46 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                        const T* k = k0 + offset * kv_stride;
                        for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
                          dots_block(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p),
-                                    head_dim, scale, block_scores(b) + p, s_stride);
+                                    head_dim, scale, score_row(b * kQueries) + p, s_stride);
                        }
                      }
                    });
   std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
-  for (int i = 0; i < n_blocks * kQueries; ++i) {
+  for (int i = 0; i < rows; ++i) {
+    float* row = score_row(i);
+    // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged)
+    // up to the last position its value group reads (none: padding of the last score block).
+    const int values_end = i / group < n_groups ? group_limit[i / group] : 0;
+    if (i >= n_blocks * kQueries) {  // padding of the last value group only
+      std::fill(row, row + values_end, 0.0f);
+      continue;
+    }
     const int b = i / kQueries;
-    float* row = scores + static_cast<size_t>(i) * s_stride;
     const int n_pos = i < nq ? queries[i].n_pos : limit[b];
     const int first = i < nq ? queries[i].first : 0;
     const float factor =
         normalise_probabilities<T>(row, first, n_pos, i < nq ? queries[i].stats : nullptr);
     if (i < nq) inv_sum[i] = factor;
-    // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged).
     std::fill(row, row + first, 0.0f);
-    std::fill(row + n_pos, row + limit[b], 0.0f);
+    std::fill(row + n_pos, row + std::max(n_pos, values_end), 0.0f);
   }
+  const auto values_of_group = [&](int g, const T* v, int p0, int stop, int c0) {
+    if (group == kWideValueQueries && group != kQueries) {
+      weighted_values<kWideValueQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
+                                         &out[g * group], p0 == 0);
+    } else {
+      weighted_values<kQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
+                                &out[g * group], p0 == 0);
+    }
+  };
   for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,
                    [&](int p0, const T*, const T* v0, size_t offset, int len) {
-                     for (int b = 0; b < n_blocks; ++b) {
-                       const int stop = std::min(p0 + len, limit[b]);
+                     for (int g = 0; g < n_groups; ++g) {
+                       const int stop = std::min(p0 + len, group_limit[g]);
                        if (stop <= p0) continue;
                        const T* v = v0 + offset * kv_stride;
                        for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
-                         weighted_values(block_scores(b), s_stride, v, kv_stride, p0, stop, c0,
-                                         &out[b * kQueries], p0 == 0);
+                         values_of_group(g, v, p0, stop, c0);
                        }
                      }
                    });
