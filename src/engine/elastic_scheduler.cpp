@@ -17,6 +17,7 @@ ElasticScheduler::ElasticScheduler(SchedulerOptions options) : options_(options)
   if (!(options_.prefill_floor >= 0 && options_.prefill_floor <= 1))
     fail("scheduler: prefill_floor must be in [0, 1]");
   if (!(options_.finisher_lead >= 0)) fail("scheduler: finisher_lead must be >= 0");
+  if (!(options_.continuation_lead >= 0)) fail("scheduler: continuation_lead must be >= 0");
 }
 
 void ElasticScheduler::set_step_cost(int step_token_budget, double position_cost) {
@@ -273,11 +274,13 @@ class Planner {
     // Prompts the step can finish go first, whatever their class: each costs little and yields a
     // first token, where the same tokens spent on a long prompt bring its first token only a
     // little closer. A long prompt left without service ages, and finisher_lead bounds how long
-    // finishers keep coming first (it never starves behind a stream of short prompts).
+    // finishers keep coming first (it never starves behind a stream of short prompts). The prompt
+    // prefilled last step keeps its turn over others of its class (continuation_lead).
     std::vector<double> rank(n_seqs(), 0);
     for (int i : order) {
       const bool finishes = cost(computed_[i], pending(i)) <= budget_;
-      rank[i] = eff_[i] + (finishes ? opt_.finisher_lead : 0);
+      rank[i] = eff_[i] + (finishes ? opt_.finisher_lead : 0) +
+                (seqs_[i].continues_prefill ? opt_.continuation_lead : 0);
     }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       const long band_a = static_cast<long>(rank[a] / opt_.priority_band);

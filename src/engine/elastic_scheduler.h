@@ -11,7 +11,8 @@
 //  - the step: one decode token of every running sequence, then prefill under the step's token
 //    budget (weighted by position, see position_cost), never less than prefill_floor of it:
 //    first the prompts the step can finish, unless a prompt that went long without service has
-//    aged past them, then the best-ranked one; emitted as a task descriptor array grouped by
+//    aged past them, then the best-ranked one (the prompt prefilled last step keeps a lead, so
+//    long prompts finish one after another); emitted as a task descriptor array grouped by
 //    compute plan (R-EB1, R-EB3).
 #pragma once
 
@@ -39,6 +40,12 @@ struct SchedulerOptions {
   // short prompt's first token comes before a long prompt's next chunk, until the long prompt
   // has gone finisher_lead / aging_per_second seconds without service.
   double finisher_lead = 100.0;
+  // A prompt whose prefill ran in the previous step ranks this many points higher for prefill
+  // order, so prompts of one class are prefilled one after another, not in turns: without it, a
+  // waiting prompt ages past the one being served within one band's worth of seconds and they
+  // alternate, and all of them get their first token late. Below the gap between gold and silver,
+  // so a gold prompt still goes first.
+  double continuation_lead = 40.0;
 };
 
 // A sequence as the scheduler sees it; running or queued (never started, or preempted).
@@ -50,6 +57,7 @@ struct SeqView {
   int n_computed = 0;     // positions whose K/V are in the cache
   int pages_held = 0;     // KV pages it holds
   uint64_t arrival = 0;   // submission order (ties)
+  bool continues_prefill = false;  // its prompt had a prefill task in the previous step
 
   int n_pending() const { return n_tokens - n_computed; }
 };

@@ -369,6 +369,7 @@ std::optional<Engine::ScheduledStep> Engine::schedule(const Clock::time_point no
     v.pages_held =
         seq->kv_id < 0 ? 0 : static_cast<int>(kv_->page_table(seq->kv_id).size()) - shared;
     v.arrival = seq->id;
+    v.continues_prefill = seq->running && n_steps_ > 0 && seq->last_prefill_step == n_steps_;
     out.live.push_back(seq.get());
     views.push_back(v);
     shift.push_back(hidden);

@@ -113,6 +113,7 @@ void Engine::run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& 
   const Clock::time_point served = Clock::now();
   for (auto& [seq, n] : in_batch) {
     seq->last_served = served;
+    if (n > 1) seq->last_prefill_step = n_steps_;
     count_computed(*seq, n, !seq->plan());
   }
   const size_t dim = model_.config().dim;

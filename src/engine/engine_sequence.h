@@ -69,6 +69,7 @@ struct Engine::Sequence {
   Clock::time_point submitted;
   Clock::time_point queued_since;  // submitted, or preempted last (aging while queued)
   Clock::time_point last_served;   // admitted or given a task last (aging while running)
+  uint64_t last_prefill_step = 0;  // the engine step that last ran a chunk of its prompt
   Clock::time_point last_token;
   double ttft_ms = 0;
   // Embedding requests: takes the final hidden states as the prompt's positions are computed.

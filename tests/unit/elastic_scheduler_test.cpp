@@ -322,6 +322,45 @@ TEST(ElasticScheduler, ALongPromptLeftWithoutServiceAgesPastFreshShortOnes) {
   EXPECT_EQ(task_of(late, 0)->length, 64);
 }
 
+// Two long prompts of one class: the one prefilled last step keeps the budget while the other
+// ages (without the lead they would alternate every second and both finish late), until the
+// other has waited past the lead; a gold prompt still comes first.
+TEST(ElasticScheduler, ThePromptPrefilledLastStepKeepsItsTurnOverItsClass) {
+  ElasticScheduler s(options(/*budget=*/64, /*micro=*/32));
+  auto served = [](int computed) {
+    SeqView v = running(kSilver, 5000, computed, 1);
+    v.waited_s = 0.2;
+    v.continues_prefill = true;
+    return v;
+  };
+  auto waiting = [](double waited_s) {
+    SeqView v = running(kSilver, 3000, 0, 2);
+    v.waited_s = waited_s;
+    return v;
+  };
+  // Three seconds: the waiting prompt ranks 30 points up, less than the 40-point lead.
+  StepDecision d = s.plan({served(1024), waiting(3)}, plenty());
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 64);
+  EXPECT_EQ(task_of(d, 1), nullptr);
+  // Without the lead the shorter, aged one takes the step: the two would take turns.
+  SeqView not_continuing = served(1024);
+  not_continuing.continues_prefill = false;
+  d = s.plan({not_continuing, waiting(3)}, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 64);
+  // Six seconds: aged past the lead (never starved).
+  d = s.plan({served(1024), waiting(6)}, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 64);
+  // A fresh gold prompt outranks a silver one that continues.
+  SeqView gold = running(kGold, 3000, 0, 3);
+  d = s.plan({served(1024), gold}, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 64);
+  EXPECT_EQ(task_of(d, 0), nullptr);
+}
+
 TEST(ElasticScheduler, GoldAdmissionLooksPastAQueuedRequestThatCannotGetASlot) {
   ElasticScheduler s(options(512, 128, /*max_batch=*/2));
   // The aged silver request ranks first but may not preempt; the gold one behind it may.
