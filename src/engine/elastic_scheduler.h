@@ -51,12 +51,12 @@ struct SchedulerOptions {
 // A sequence as the scheduler sees it; running or queued (never started, or preempted).
 struct SeqView {
   bool running = false;
-  int priority = 50;      // base priority (R-FP4: gold 100, silver 50, bronze 10)
-  double waited_s = 0;    // seconds without service: since queued, or since its last task
-  int n_tokens = 0;       // tokens known: the prompt, then every generated token
-  int n_computed = 0;     // positions whose K/V are in the cache
-  int pages_held = 0;     // KV pages it holds
-  uint64_t arrival = 0;   // submission order (ties)
+  int priority = 50;               // base priority (R-FP4: gold 100, silver 50, bronze 10)
+  double waited_s = 0;             // seconds without service: since queued, or since its last task
+  int n_tokens = 0;                // tokens known: the prompt, then every generated token
+  int n_computed = 0;              // positions whose K/V are in the cache
+  int pages_held = 0;              // KV pages it holds
+  uint64_t arrival = 0;            // submission order (ties)
   bool continues_prefill = false;  // its prompt had a prefill task in the previous step
 
   int n_pending() const { return n_tokens - n_computed; }

@@ -140,8 +140,8 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 #define K25_ATTN_BLOCKED 1
 
 constexpr int kQueries = 4;
-constexpr int kKeys = 4;        // keys per dots_block call
-constexpr int kValueCols = 64;  // output columns per weighted_values call
+constexpr int kKeys = 4;                     // keys per dots_block call
+constexpr int kValueCols = 64;               // output columns per weighted_values call
 constexpr int kWideValueQueries = kQueries;  // 16 accumulators already; no wider call
 
 // 16 consecutive elements as floats.
