@@ -9,13 +9,15 @@
 #   e        (d) with replica 1 SIGKILLed once the first turns are done
 #   a-kill   (a) with the same kill (what (e) is compared with)
 # Prints follow-up TTFT p50 per case, the ratios against the goals, and from the replicas'
-# /metrics the shared tier's read p99 and bytes read per follow-up. JSON under --out.
+# /metrics the shared tier's read p99 and bytes read per follow-up. JSON and every replica's
+# /metrics (NAME-r1.all.metrics: step times, budgets, server-side TTFT) under --out.
 set -euo pipefail
 
 usage() {
   cat <<'USAGE'
 usage: bench/replicas.sh [--bin DIR] [--out DIR] [--sessions N] [--history N] [--turns N]
                          [--think-s S] [--concurrency N] [--threads N] (per replica)
+                         [--single-threads N] (the single replica's; default 2 x --threads)
                          [--redis-maxmemory SIZE] [--runs LIST] (of single,a,b,c,d,e,a-kill)
                          [--server-args "ARGS"] (more k25-server flags for every replica,
                                                  e.g. "--target-step-ms 200")
@@ -30,6 +32,7 @@ turns=3
 think=2
 concurrency=4
 threads=1
+single_threads=""
 maxmemory=2gb
 runs=single,a,b,c,d,e,a-kill
 turn_tokens=32
@@ -45,6 +48,7 @@ while [[ $# -gt 0 ]]; do
     --think-s) think="$2"; shift 2 ;;
     --concurrency) concurrency="$2"; shift 2 ;;
     --threads) threads="$2"; shift 2 ;;
+    --single-threads) single_threads="$2"; shift 2 ;;
     --redis-maxmemory) maxmemory="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
     --server-args) server_args="$2"; shift 2 ;;
@@ -114,6 +118,10 @@ shared_metrics() {  # name port
     > "$out/$1.metrics" || true
 }
 
+all_metrics() {  # name port: everything, for reading step times and budgets afterwards
+  curl -s "http://127.0.0.1:$2/metrics" > "$out/$1.all.metrics" || true
+}
+
 run_case() {  # name cfg redis(0|1) kill(0|1)
   local name="$1" cfg="$2" redis="$3" kill="$4"
   echo "-- $name ($cfg, redis=$redis, kill=$kill)"
@@ -132,6 +140,8 @@ run_case() {  # name cfg redis(0|1) kill(0|1)
   fi
   bench "$name" "http://127.0.0.1:$proxy_port"
   [[ $kill == 1 ]] && wait "$watcher" 2> /dev/null || true
+  kill -0 "$r1_pid" 2> /dev/null && all_metrics "$name-r1" "$r1_port"
+  all_metrics "$name-r2" "$r2_port"
   if [[ $redis == 1 ]]; then
     kill -0 "$r1_pid" 2> /dev/null && shared_metrics "$name-r1" "$r1_port"
     shared_metrics "$name-r2" "$r2_port"
@@ -141,9 +151,10 @@ run_case() {  # name cfg redis(0|1) kill(0|1)
 }
 
 if wants single; then
-  echo "-- single replica, $((threads * 2)) threads, no proxy"
-  start_replica s $((threads * 2))
+  echo "-- single replica, ${single_threads:-$((threads * 2))} threads, no proxy"
+  start_replica s "${single_threads:-$((threads * 2))}"
   bench single "http://127.0.0.1:$s_port"
+  all_metrics single "$s_port"
   cleanup; pids=()
 fi
 wants a && run_case a haproxy.cfg 0 0
