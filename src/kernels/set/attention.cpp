@@ -430,12 +430,12 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
     std::fill(row + n_pos, row + std::max(n_pos, values_end), 0.0f);
   }
   const auto values_of_group = [&](int g, const T* v, int p0, int stop, int c0) {
-    if (group == kWideValueQueries && group != kQueries) {
-      weighted_values<kWideValueQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
-                                         &out[g * group], p0 == 0);
-    } else {
+    if (group == kQueries) {
       weighted_values<kQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
                                 &out[g * group], p0 == 0);
+    } else {
+      weighted_values<kWideValueQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
+                                         &out[g * group], p0 == 0);
     }
   };
   for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,
