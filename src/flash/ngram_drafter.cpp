@@ -15,19 +15,25 @@ NgramDrafter::NgramDrafter(int max_ngram, int min_ngram)
 
 std::vector<TokenId> NgramDrafter::draft(const std::vector<TokenId>& text, int k) const {
   const int size = static_cast<int>(text.size());
-  if (k <= 0) return {};
-  for (int n = std::min(max_ngram_, size - 1); n >= min_ngram_; --n) {
-    const auto suffix = text.end() - n;
-    // Latest start first: recent text predicts the next tokens best. A match at `start` is
-    // followed by text[start + n ...], which must exist (start + n < size).
-    for (int start = size - n - 1; start >= 0; --start) {
-      if (!std::equal(suffix, text.end(), text.begin() + start)) continue;
-      const int from = start + n;
-      const int to = std::min(size, from + k);
-      return {text.begin() + from, text.begin() + to};
+  if (k <= 0 || size < 2) return {};
+  // One pass over the places `end` where an earlier copy of the last token ends (its followers
+  // text[end...] exist: end < size), measuring how many tokens before it match the text's end.
+  // The longest match wins; among equal ones the latest, as recent text predicts best.
+  int best_end = -1, best_len = 0;
+  for (int end = size - 1; end >= 1; --end) {
+    int len = 0;
+    while (len < max_ngram_ && end - len >= 1 && text[end - 1 - len] == text[size - 1 - len]) {
+      ++len;
+    }
+    if (len >= min_ngram_ && len > best_len) {
+      best_len = len;
+      best_end = end;
+      if (len == max_ngram_) break;  // no later-scanned (earlier) place can beat it
     }
   }
-  return {};
+  if (best_end < 0) return {};
+  const int to = std::min(size, best_end + k);
+  return {text.begin() + best_end, text.begin() + to};
 }
 
 }  // namespace k25

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/attention_split.h"
 
 namespace k25 {
@@ -106,7 +107,7 @@ void check_case(const Case& c, int n_cached, int span_len) {
 
 TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
   std::mt19937 rng(11);
-  for (int head_dim : {8, 48, 64, 80, 128}) {
+  for (int head_dim : {8, 16, 24, 48, 64, 80, 128}) {
     for (int n_cached : {1, 2, 3, 4, 7, 33, 150}) {
       for (int n_queries : {1, 3, 4, 5, 8, 9}) {
         const Case c = make_case(head_dim, n_cached, n_queries, rng);
@@ -119,7 +120,7 @@ TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
 // Sliding-window layers: each query attends to [first, n_pos) only.
 TEST(AttentionTest, QueriesAttendOnlyFromTheirFirstPosition) {
   std::mt19937 rng(14);
-  for (int head_dim : {8, 64}) {
+  for (int head_dim : {8, 24, 64}) {
     for (int n_queries : {1, 5, 9}) {
       Case c = make_case(head_dim, 150, n_queries, rng);
       for (int i = 0; i < n_queries; ++i) c.first[i] = std::max(0, c.n_pos[i] - 1 - 7 * i);
@@ -140,7 +141,7 @@ TEST(AttentionTest, LargeScoresDoNotOverflow) {
 // it for outputs that do not change with load.
 TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
   std::mt19937 rng(13);
-  for (int head_dim : {48, 64, 128}) {
+  for (int head_dim : {8, 16, 24, 48, 64, 128}) {
     const int n_cached = 150, n_queries = 13;
     const Case c = make_case(head_dim, n_cached, n_queries, rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -231,6 +232,49 @@ TEST(AttentionTest, PartsOverPositionRangesMergeToTheWhole) {
                             merged_one.data());
       EXPECT_EQ(0, std::memcmp(merged_one.data(), whole.data() + i * hd, hd * sizeof(float)))
           << "query " << i;
+    }
+  }
+}
+
+// Heads narrower than the blocked kernels' columns (stories260K's are 8; 24 is off the blocked
+// paths of every set) take a path of their own that must give each query exactly what dot_f32,
+// exp_minus_max and axpy give it one position at a time (the portable path), whatever the queries
+// sharing the call, their windows and the spans.
+TEST(AttentionTest, NarrowHeadsGiveTheOnePositionAtATimeResultsBitForBit) {
+  std::mt19937 rng(16);
+  for (int head_dim : {8, 24}) {
+    const int n_cached = 150, n_queries = 7, hd = head_dim;
+    Case c = make_case(head_dim, n_cached, n_queries, rng);
+    for (int i = 0; i < n_queries; ++i) c.first[i] = i % 3 == 2 ? c.n_pos[i] / 2 : 0;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    std::vector<float> want(static_cast<size_t>(n_queries) * hd, 0.0f);
+    for (int i = 0; i < n_queries; ++i) {
+      std::vector<float> scores(c.n_pos[i]);
+      for (int p = c.first[i]; p < c.n_pos[i]; ++p) {
+        scores[p] = dot_f32(c.q.data() + i * hd, c.keys.data() + p * c.kv_stride, hd) * scale;
+      }
+      const float inv_sum =
+          1.0f / exp_minus_max(scores.data() + c.first[i], c.n_pos[i] - c.first[i]);
+      float* out = want.data() + i * hd;
+      for (int p = c.first[i]; p < c.n_pos[i]; ++p) {
+        axpy(out, scores[p], c.values.data() + p * c.kv_stride, hd);
+      }
+      for (int d = 0; d < hd; ++d) out[d] *= inv_sum;
+    }
+    for (int span_len : {5, 16, 150}) {
+      std::vector<float> got(want.size(), NAN);
+      std::vector<AttentionQuery> queries;
+      for (int i = 0; i < n_queries; ++i) {
+        queries.push_back({c.q.data() + i * hd, c.n_pos[i], got.data() + i * hd, c.first[i]});
+      }
+      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+      std::vector<float> scratch;
+      attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                     c.kv_stride, hd, scale, scratch);
+      for (int i = 0; i < n_queries; ++i) {
+        EXPECT_EQ(0, std::memcmp(got.data() + i * hd, want.data() + i * hd, hd * sizeof(float)))
+            << "head_dim " << hd << " span " << span_len << " query " << i;
+      }
     }
   }
 }

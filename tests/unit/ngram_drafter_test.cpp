@@ -20,6 +20,11 @@ TEST(NgramDrafter, ProposesWhatFollowedTheLatestEarlierOccurrenceOfTheLongestSuf
   EXPECT_EQ(drafter.draft({4, 5, 3, 9, 8, 3, 6, 5, 3}, 1), (Tokens{9}));
   // Down to one token.
   EXPECT_EQ(drafter.draft({7, 1, 2, 7}, 3), (Tokens{1, 2, 7}));
+  // Context beyond three tokens picks the occurrence: "9 1 2 3" at 0 (-> 4) over the later
+  // "1 2 3" at 6 (-> 5); with suffixes of at most 3 tokens the later one wins.
+  const Tokens quoted = {9, 1, 2, 3, 4, 8, 1, 2, 3, 5, 9, 1, 2, 3};
+  EXPECT_EQ(drafter.draft(quoted, 1), (Tokens{4}));
+  EXPECT_EQ(NgramDrafter(3, 1).draft(quoted, 1), (Tokens{5}));
 }
 
 TEST(NgramDrafter, ProposesNothingWithoutAnEarlierOccurrence) {

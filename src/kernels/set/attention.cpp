@@ -4,8 +4,8 @@
 // the outputs of 4 queries in registers. Keys and values are visited in tiles of up to 64
 // positions and every 4-query block uses a tile while it is in L1, so a prefill task of many
 // queries reads the cached rows from memory once, not once per block. Needs AVX-512 and a head
-// size that is a multiple of 64, or AVX2 and a multiple of 16; otherwise each query runs
-// dot_f32 / softmax / axpy on its own.
+// size that is a multiple of 64, or AVX2 and a multiple of 16; heads of 8, 16 or 24 elements take
+// the narrow path (attend_narrow); otherwise each query runs dot_f32 / softmax / axpy on its own.
 // Every function is a template on the stored element type: float (KvDtype::kF32) or Half
 // (kF16), widened to float where it is loaded (in registers, or one row at a time on the
 // portable path), so both types run the same float operations in the same order.
@@ -135,6 +135,175 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
     for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
   }
 }
+
+#if defined(__AVX2__)
+// Heads of 8, 16 or 24 elements (stories260K's are 8) are too narrow for the blocked kernels, and
+// a dot_f32 or axpy call per position cost more than its arithmetic (83% of stories260K's decode).
+// Here the scores come 8 positions at a time and the values of up to kNarrowGroup queries are
+// summed in registers in one pass over the rows, so the queries of a verify step or a GQA group
+// share that pass. Each score and output element takes dot_f32's and axpy's operations in their
+// order, so the results are attend_one's bit for bit.
+constexpr int kNarrowGroup = 4;
+
+inline bool is_narrow_head(int head_dim) {
+  return head_dim % 8 == 0 && head_dim < 32;
+}
+
+inline __m256 chunk8(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline __m256 chunk8(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// Calls run(first_position, rows, n) for the runs of consecutive rows that cover positions
+// [first, stop) of the spans, in order.
+template <typename T, typename Fn>
+void for_each_run(const KvSpan* spans, int n_spans, int first, int stop, bool values, int kv_stride,
+                  Fn&& run) {
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < stop; span_start += spans[s].n, ++s) {
+    const int begin = std::max(first, span_start), end = std::min(stop, span_start + spans[s].n);
+    if (begin >= end) continue;
+    const T* rows = static_cast<const T*>(values ? spans[s].values : spans[s].keys);
+    run(begin, rows + static_cast<size_t>(begin - span_start) * kv_stride, end - begin);
+  }
+}
+
+// The 8 horizontal sums of p[0..7], in order, each by hsum's additions (halves, then pairs, then
+// neighbours), which is how dot_f32 ends.
+inline __m256 hsums8(const __m256 p[8]) {
+  __m256 t[4], u[2];
+  for (int a = 0; a < 4; ++a) {
+    t[a] = _mm256_add_ps(_mm256_permute2f128_ps(p[2 * a], p[2 * a + 1], 0x20),
+                         _mm256_permute2f128_ps(p[2 * a], p[2 * a + 1], 0x31));
+  }
+  for (int b = 0; b < 2; ++b) {
+    u[b] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * b], t[2 * b + 1], 0x44),
+                         _mm256_shuffle_ps(t[2 * b], t[2 * b + 1], 0xee));
+  }
+  const __m256 s = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88),
+                                 _mm256_shuffle_ps(u[0], u[1], 0xdd));  // sums 0 2 4 6 | 1 3 5 7
+  return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// scores[p] = q . k_p * scale over the query's window.
+template <typename T, int C>
+void narrow_scores(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
+                   float scale, float* scores, float* row) {
+  __m256 q[C];
+  for (int c = 0; c < C; ++c) q[c] = _mm256_loadu_ps(query.q + 8 * c);
+  const __m256 vscale = _mm256_set1_ps(scale);
+  for_each_run<T>(spans, n_spans, query.first, query.n_pos, false, kv_stride,
+                  [&](int p0, const T* keys, int n) {
+                    int i = 0;
+                    for (; i + 8 <= n; i += 8) {
+                      __m256 products[8];
+                      for (int j = 0; j < 8; ++j) {
+                        const T* key = keys + static_cast<size_t>(i + j) * kv_stride;
+                        __m256 acc = _mm256_setzero_ps();
+                        for (int c = 0; c < C; ++c)
+                          acc = _mm256_fmadd_ps(q[c], chunk8(key + 8 * c), acc);
+                        // dot_f32 adds its three idle accumulators (zeros) before the hsum.
+                        products[j] = _mm256_add_ps(acc, _mm256_setzero_ps());
+                      }
+                      _mm256_storeu_ps(scores + p0 + i, _mm256_mul_ps(hsums8(products), vscale));
+                    }
+                    for (; i < n; ++i) {
+                      const T* key = keys + static_cast<size_t>(i) * kv_stride;
+                      scores[p0 + i] = dot_f32(query.q, as_floats(key, 8 * C, row), 8 * C) * scale;
+                    }
+                  });
+}
+
+// out += sum_p scores_g[p] v_p for the G queries over positions [first, stop), in position order.
+template <typename T, int C, int G>
+inline void narrow_values_range(const KvSpan* spans, int n_spans, int kv_stride, int first,
+                                int stop, const float* const* scores, __m256 (*acc)[C]) {
+  for_each_run<T>(spans, n_spans, first, stop, true, kv_stride,
+                  [&](int p0, const T* values, int n) {
+                    for (int i = 0; i < n; ++i) {
+                      const T* value = values + static_cast<size_t>(i) * kv_stride;
+                      __m256 v[C];
+                      for (int c = 0; c < C; ++c) v[c] = chunk8(value + 8 * c);
+                      for (int g = 0; g < G; ++g) {
+                        const __m256 s = _mm256_set1_ps(scores[g][p0 + i]);
+                        for (int c = 0; c < C; ++c) acc[g][c] = _mm256_fmadd_ps(s, v[c], acc[g][c]);
+                      }
+                    }
+                  });
+}
+
+// The weighted values of G queries: the positions all of them attend to in one pass, the others
+// query by query before and after it, so each output sums its positions in order.
+template <typename T, int C, int G>
+void narrow_values(const AttentionQuery* queries, const KvSpan* spans, int n_spans, int kv_stride,
+                   const float* const* scores, const float* inv_sum) {
+  __m256 acc[G][C];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) acc[g][c] = _mm256_setzero_ps();
+  }
+  int lo = queries[0].first, hi = queries[0].n_pos;
+  for (int g = 1; g < G; ++g) {
+    lo = std::max(lo, queries[g].first);
+    hi = std::min(hi, queries[g].n_pos);
+  }
+  hi = std::max(lo, hi);
+  for (int g = 0; g < G; ++g) {
+    const int head_end = lo == hi ? queries[g].n_pos : lo;
+    narrow_values_range<T, C, 1>(spans, n_spans, kv_stride, queries[g].first, head_end, &scores[g],
+                                 &acc[g]);
+  }
+  if (lo < hi) narrow_values_range<T, C, G>(spans, n_spans, kv_stride, lo, hi, scores, acc);
+  for (int g = 0; g < G; ++g) {
+    if (lo < hi) {
+      narrow_values_range<T, C, 1>(spans, n_spans, kv_stride, hi, queries[g].n_pos, &scores[g],
+                                   &acc[g]);
+    }
+    for (int c = 0; c < C; ++c) {
+      __m256 out = acc[g][c];
+      if (inv_sum[g] != 1.0f) out = _mm256_mul_ps(out, _mm256_set1_ps(inv_sum[g]));
+      _mm256_storeu_ps(queries[g].out + 8 * c, out);
+    }
+  }
+}
+
+template <typename T, int C>
+void attend_narrow(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                   int kv_stride, float scale, std::vector<float>& scratch) {
+  int n = 0;
+  for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
+  scratch.resize(static_cast<size_t>(kNarrowGroup) * n + 8 * C);
+  float* row = scratch.data() + static_cast<size_t>(kNarrowGroup) * n;  // one widened row
+  for (int i0 = 0; i0 < nq; i0 += kNarrowGroup) {
+    const int group = std::min(kNarrowGroup, nq - i0);
+    const float* scores[kNarrowGroup];
+    float inv_sum[kNarrowGroup];
+    for (int g = 0; g < group; ++g) {
+      const AttentionQuery& query = queries[i0 + g];
+      float* s = scratch.data() + static_cast<size_t>(g) * n;
+      narrow_scores<T, C>(query, spans, n_spans, kv_stride, scale, s, row);
+      inv_sum[g] = normalise_probabilities<T>(s, query.first, query.n_pos, query.stats);
+      scores[g] = s;
+    }
+    const AttentionQuery* q = queries + i0;
+    switch (group) {
+      case 1:
+        narrow_values<T, C, 1>(q, spans, n_spans, kv_stride, scores, inv_sum);
+        break;
+      case 2:
+        narrow_values<T, C, 2>(q, spans, n_spans, kv_stride, scores, inv_sum);
+        break;
+      case 3:
+        narrow_values<T, C, 3>(q, spans, n_spans, kv_stride, scores, inv_sum);
+        break;
+      default:
+        narrow_values<T, C, 4>(q, spans, n_spans, kv_stride, scores, inv_sum);
+        break;
+    }
+  }
+}
+#endif  // __AVX2__
 
 #if defined(__AVX512F__)
 #define K25_ATTN_BLOCKED 1
@@ -461,6 +630,22 @@ void attend(const AttentionQuery* queries, int n_queries, const KvSpan* spans, i
 #if defined(K25_ATTN_BLOCKED)
   if (head_dim % kValueCols == 0) {
     attend_blocked<T>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+    return;
+  }
+#endif
+#if defined(__AVX2__)
+  if (is_narrow_head(head_dim)) {
+    switch (head_dim / 8) {
+      case 1:
+        attend_narrow<T, 1>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        break;
+      case 2:
+        attend_narrow<T, 2>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        break;
+      default:
+        attend_narrow<T, 3>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        break;
+    }
     return;
   }
 #endif
