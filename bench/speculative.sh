@@ -9,7 +9,8 @@
 #            first 8 words of a story), the document becomes the model's answer to "lead document
 #            The end. lead" until the answer is the document itself (at most 8 rounds; leads that
 #            do not settle are left out and counted). The answer is then 96 tokens of quote.
-# Prints, per workload and mode: decode tok/s (mean over the prompts), tokens per full-model
+# Prints, per workload and mode: decode tok/s (tokens after the first over the decode time, all
+# prompts and repetitions together), tokens per full-model
 # forward in decode (generated tokens after the first / decode forward calls), drafted and
 # accepted tokens; and whether each mode produced the tokens of "off" (they must). Self's draft
 # forward calls (under the pruned plan) are not counted as full-model forwards.
@@ -23,7 +24,8 @@ usage: bench/speculative.sh [--bin DIR] [--shared DIR] [--threads N] [--prompts 
   --threads N   compute threads (default 1)
   --prompts N   stories prompts (default 8)
   --leads N     quote leads tried (default 24: the stories' first 8 words, duplicates dropped)
-  -n TOKENS     tokens to generate per prompt (default 128)
+  -n TOKENS     tokens to generate per stories prompt (default 128)
+  --reps N      runs of every prompt in every mode (default 3)
 USAGE
 }
 
@@ -32,6 +34,7 @@ shared=../shared
 threads=1
 n_prompts=8
 n_leads=24
+reps=3
 n_predict=128
 doc_tokens=96
 while [[ $# -gt 0 ]]; do
@@ -41,6 +44,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2"; shift 2 ;;
     --prompts) n_prompts="$2"; shift 2 ;;
     --leads) n_leads="$2"; shift 2 ;;
+    --reps) reps="$2"; shift 2 ;;
     -n) n_predict="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) usage >&2; exit 2 ;;
@@ -84,11 +88,15 @@ echo "quote: $(ls "$tmp/quote" | wc -l) of $(wc -l < "$tmp/leads") leads settled
 
 run_workload() {  # name n_tokens
   local name="$1" n="$2"
-  for mode in off ngram self; do
+  for mode in off ngram self; do : > "$tmp/$name-$mode.jsonl"; done
+  # The modes take turns prompt by prompt, so a change in the machine's speed meets all of them.
+  for ((r = 0; r < reps; r++)); do
     for f in "$tmp/$name"/*.txt; do
-      "$bin/k25-run" generate -m "$model" -p "$(cat "$f")" -n "$n" --temp 0 --ignore-eos \
-        -t "$threads" --speculative "$mode" --json 2> /dev/null
-    done > "$tmp/$name-$mode.jsonl"
+      for mode in off ngram self; do
+        "$bin/k25-run" generate -m "$model" -p "$(cat "$f")" -n "$n" --temp 0 --ignore-eos \
+          -t "$threads" --speculative "$mode" --json 2> /dev/null >> "$tmp/$name-$mode.jsonl"
+      done
+    done
   done
   for mode in off ngram self; do
     local same=yes
@@ -100,7 +108,7 @@ run_workload() {  # name n_tokens
       (map(.tokens | length - 1) | add) as $decoded
       | (map(.decode_forward_calls) | add) as $calls
       | [$name, $mode, length,
-         ((map(.tokens_per_second) | add) / length | . * 10 | round / 10),
+         ($decoded / (map(.decode_ms) | add) * 1000 | round),
          ($decoded / $calls | . * 100 | round / 100),
          (map(.drafted_tokens) | add), (map(.accepted_tokens) | add), $same]
       | @tsv' "$tmp/$name-$mode.jsonl"

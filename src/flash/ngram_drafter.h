@@ -22,8 +22,7 @@ class Drafter {
 // in it (the latest such occurrence) and proposes the up to k tokens that followed it there. A
 // long suffix tells apart the places where a short one recurs: a quoted document repeats its
 // common phrases, and only the occurrence with the most context in common is the one being
-// quoted (stories260K quoting its own story: 53% of the drafted tokens accepted with suffixes of
-// up to 3 tokens, see docs/flash.md).
+// quoted.
 class NgramDrafter final : public Drafter {
  public:
   // Throws k25::Error unless 1 <= min_ngram <= max_ngram.

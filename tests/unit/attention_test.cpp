@@ -10,8 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string_view>
 #include <vector>
 
+#include "kernels/kernel_table.h"
 #include "kernels/ops.h"
 #include "model/attention_split.h"
 
@@ -237,13 +239,16 @@ TEST(AttentionTest, PartsOverPositionRangesMergeToTheWhole) {
 }
 
 // Heads narrower than the blocked kernels' columns (stories260K's are 8; 24 is off the blocked
-// paths of every set) take a path of their own that must give each query exactly what dot_f32,
-// exp_minus_max and axpy give it one position at a time (the portable path), whatever the queries
-// sharing the call, their windows and the spans.
-TEST(AttentionTest, NarrowHeadsGiveTheOnePositionAtATimeResultsBitForBit) {
+// paths of every set) take a path of their own whose arithmetic is fixed: a score is q[0] k[0],
+// then fused multiply-adds of q[d] k[d] in order of d, times the scale; the softmax is
+// exp_minus_max's; an output element is axpy's fused multiply-adds in position order, times the
+// inverse sum. Bit for bit, whatever the queries sharing the call, their windows and the spans.
+TEST(AttentionTest, NarrowHeadsComputeEveryQueryInAFixedOrder) {
+  // The scalar set has no narrow path: there every query runs dot_f32 / softmax / axpy.
+  const bool narrow_path = std::string_view(kernels().isa) != "scalar";
   std::mt19937 rng(16);
   for (int head_dim : {8, 24}) {
-    const int n_cached = 150, n_queries = 7, hd = head_dim;
+    const int n_cached = 150, n_queries = 19, hd = head_dim;
     Case c = make_case(head_dim, n_cached, n_queries, rng);
     for (int i = 0; i < n_queries; ++i) c.first[i] = i % 3 == 2 ? c.n_pos[i] / 2 : 0;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -251,7 +256,11 @@ TEST(AttentionTest, NarrowHeadsGiveTheOnePositionAtATimeResultsBitForBit) {
     for (int i = 0; i < n_queries; ++i) {
       std::vector<float> scores(c.n_pos[i]);
       for (int p = c.first[i]; p < c.n_pos[i]; ++p) {
-        scores[p] = dot_f32(c.q.data() + i * hd, c.keys.data() + p * c.kv_stride, hd) * scale;
+        const float* q = c.q.data() + i * hd;
+        const float* k = c.keys.data() + p * c.kv_stride;
+        float dot = q[0] * k[0];
+        for (int d = 1; d < hd; ++d) dot = std::fma(q[d], k[d], dot);
+        scores[p] = (narrow_path ? dot : dot_f32(q, k, hd)) * scale;
       }
       const float inv_sum =
           1.0f / exp_minus_max(scores.data() + c.first[i], c.n_pos[i] - c.first[i]);

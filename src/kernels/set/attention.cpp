@@ -139,10 +139,14 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 #if defined(__AVX2__)
 // Heads of 8, 16 or 24 elements (stories260K's are 8) are too narrow for the blocked kernels, and
 // a dot_f32 or axpy call per position cost more than its arithmetic (83% of stories260K's decode).
-// Here the scores come 8 positions at a time and the values of up to kNarrowGroup queries are
-// summed in registers in one pass over the rows, so the queries of a verify step or a GQA group
-// share that pass. Each score and output element takes dot_f32's and axpy's operations in their
-// order, so the results are attend_one's bit for bit.
+// Here the keys come 8 positions at a time, transposed once (8 x 8 blocks: element d of the 8 rows
+// in one vector) for up to kNarrowScoreQueries queries, each of which then gets its 8 scores from
+// head_dim multiply-adds with its elements broadcast; the values of up to kNarrowGroup queries are
+// summed in registers in one pass over the rows. So the queries of a verify step or a GQA group
+// share that work. A score is q[0] k[0], then fused multiply-adds of q[d] k[d] in order of d,
+// then times the scale; an output element is axpy's fused multiply-adds in position order. Those
+// do not depend on the other queries, the spans or the position's place in its block.
+constexpr int kNarrowScoreQueries = 16;
 constexpr int kNarrowGroup = 4;
 
 inline bool is_narrow_head(int head_dim) {
@@ -170,68 +174,101 @@ void for_each_run(const KvSpan* spans, int n_spans, int first, int stop, bool va
   }
 }
 
-// The 8 horizontal sums of p[0..7], in order, each by hsum's additions (halves, then pairs, then
-// neighbours), which is how dot_f32 ends.
-inline __m256 hsums8(const __m256 p[8]) {
-  __m256 t[4], u[2];
+// Rows j of the 8 x 8 block r[0..7] become its columns: c[d] element j = r[j] element d.
+inline void transpose8(const __m256 r[8], __m256 c[8]) {
+  __m256 t[8], u[8];
   for (int a = 0; a < 4; ++a) {
-    t[a] = _mm256_add_ps(_mm256_permute2f128_ps(p[2 * a], p[2 * a + 1], 0x20),
-                         _mm256_permute2f128_ps(p[2 * a], p[2 * a + 1], 0x31));
+    t[2 * a] = _mm256_unpacklo_ps(r[2 * a], r[2 * a + 1]);
+    t[2 * a + 1] = _mm256_unpackhi_ps(r[2 * a], r[2 * a + 1]);
   }
   for (int b = 0; b < 2; ++b) {
-    u[b] = _mm256_add_ps(_mm256_shuffle_ps(t[2 * b], t[2 * b + 1], 0x44),
-                         _mm256_shuffle_ps(t[2 * b], t[2 * b + 1], 0xee));
+    u[4 * b] = _mm256_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
+    u[4 * b + 1] = _mm256_shuffle_ps(t[4 * b], t[4 * b + 2], 0xee);
+    u[4 * b + 2] = _mm256_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
+    u[4 * b + 3] = _mm256_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xee);
   }
-  const __m256 s = _mm256_add_ps(_mm256_shuffle_ps(u[0], u[1], 0x88),
-                                 _mm256_shuffle_ps(u[0], u[1], 0xdd));  // sums 0 2 4 6 | 1 3 5 7
-  return _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  for (int d = 0; d < 4; ++d) {
+    c[d] = _mm256_permute2f128_ps(u[d], u[d + 4], 0x20);
+    c[d + 4] = _mm256_permute2f128_ps(u[d], u[d + 4], 0x31);
+  }
 }
 
-// scores[p] = q . k_p * scale over the query's window.
+// scores + i * s_stride gets query i's scaled scores at every position of the 8-position blocks
+// that meet its window (outside the window too: those are never read).
 template <typename T, int C>
-void narrow_scores(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
-                   float scale, float* scores, float* row) {
-  __m256 q[C];
-  for (int c = 0; c < C; ++c) q[c] = _mm256_loadu_ps(query.q + 8 * c);
+void narrow_scores(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                   int kv_stride, float scale, float* scores, size_t s_stride) {
+  int lo = queries[0].first, hi = queries[0].n_pos;
+  for (int i = 1; i < nq; ++i) {
+    lo = std::min(lo, queries[i].first);
+    hi = std::max(hi, queries[i].n_pos);
+  }
   const __m256 vscale = _mm256_set1_ps(scale);
-  for_each_run<T>(spans, n_spans, query.first, query.n_pos, false, kv_stride,
-                  [&](int p0, const T* keys, int n) {
-                    int i = 0;
-                    for (; i + 8 <= n; i += 8) {
-                      __m256 products[8];
-                      for (int j = 0; j < 8; ++j) {
-                        const T* key = keys + static_cast<size_t>(i + j) * kv_stride;
-                        __m256 acc = _mm256_setzero_ps();
-                        for (int c = 0; c < C; ++c)
-                          acc = _mm256_fmadd_ps(q[c], chunk8(key + 8 * c), acc);
-                        // dot_f32 adds its three idle accumulators (zeros) before the hsum.
-                        products[j] = _mm256_add_ps(acc, _mm256_setzero_ps());
-                      }
-                      _mm256_storeu_ps(scores + p0 + i, _mm256_mul_ps(hsums8(products), vscale));
-                    }
-                    for (; i < n; ++i) {
-                      const T* key = keys + static_cast<size_t>(i) * kv_stride;
-                      scores[p0 + i] = dot_f32(query.q, as_floats(key, 8 * C, row), 8 * C) * scale;
-                    }
-                  });
+  alignas(32) float kt[8 * C][8];  // element d of the block's 8 keys in kt[d]
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < hi; span_start += spans[s].n, ++s) {
+    const int begin = std::max(lo, span_start), end = std::min(hi, span_start + spans[s].n);
+    const T* keys = static_cast<const T*>(spans[s].keys);
+    for (int p0 = begin; p0 < end; p0 += 8) {
+      const int n = std::min(8, end - p0);
+      const T* key = keys + static_cast<size_t>(p0 - span_start) * kv_stride;
+      for (int c = 0; c < C; ++c) {
+        __m256 rows[8], cols[8];
+        for (int j = 0; j < 8; ++j) {
+          rows[j] = j < n ? chunk8(key + static_cast<size_t>(j) * kv_stride + 8 * c)
+                          : _mm256_setzero_ps();
+        }
+        transpose8(rows, cols);
+        for (int d = 0; d < 8; ++d) _mm256_store_ps(kt[8 * c + d], cols[d]);
+      }
+      for (int i = 0; i < nq; ++i) {
+        if (p0 + n <= queries[i].first || p0 >= queries[i].n_pos) continue;
+        const float* q = queries[i].q;
+        __m256 sum = _mm256_mul_ps(_mm256_set1_ps(q[0]), _mm256_load_ps(kt[0]));
+        for (int d = 1; d < 8 * C; ++d) {
+          sum = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_load_ps(kt[d]), sum);
+        }
+        sum = _mm256_mul_ps(sum, vscale);
+        float* out = scores + i * s_stride + p0;
+        if (n == 8) {
+          _mm256_storeu_ps(out, sum);
+        } else {
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, sum);
+          std::copy(lanes, lanes + n, out);
+        }
+      }
+    }
+  }
 }
 
 // out += sum_p scores_g[p] v_p for the G queries over positions [first, stop), in position order.
+// The sums live in local registers for the whole range (through a lambda they were stored to the
+// stack after every multiply-add).
 template <typename T, int C, int G>
 inline void narrow_values_range(const KvSpan* spans, int n_spans, int kv_stride, int first,
                                 int stop, const float* const* scores, __m256 (*acc)[C]) {
-  for_each_run<T>(spans, n_spans, first, stop, true, kv_stride,
-                  [&](int p0, const T* values, int n) {
-                    for (int i = 0; i < n; ++i) {
-                      const T* value = values + static_cast<size_t>(i) * kv_stride;
-                      __m256 v[C];
-                      for (int c = 0; c < C; ++c) v[c] = chunk8(value + 8 * c);
-                      for (int g = 0; g < G; ++g) {
-                        const __m256 s = _mm256_set1_ps(scores[g][p0 + i]);
-                        for (int c = 0; c < C; ++c) acc[g][c] = _mm256_fmadd_ps(s, v[c], acc[g][c]);
-                      }
-                    }
-                  });
+  __m256 sum[G][C];
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) sum[g][c] = acc[g][c];
+  }
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < stop; span_start += spans[s].n, ++s) {
+    const int begin = std::max(first, span_start), end = std::min(stop, span_start + spans[s].n);
+    const T* value = static_cast<const T*>(spans[s].values) +
+                     static_cast<size_t>(std::max(0, begin - span_start)) * kv_stride;
+    for (int p = begin; p < end; ++p, value += kv_stride) {
+      __m256 v[C];
+      for (int c = 0; c < C; ++c) v[c] = chunk8(value + 8 * c);
+      for (int g = 0; g < G; ++g) {
+        const __m256 w = _mm256_set1_ps(scores[g][p]);
+        for (int c = 0; c < C; ++c) sum[g][c] = _mm256_fmadd_ps(w, v[c], sum[g][c]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int c = 0; c < C; ++c) acc[g][c] = sum[g][c];
+  }
 }
 
 // The weighted values of G queries: the positions all of them attend to in one pass, the others
@@ -273,33 +310,37 @@ void attend_narrow(const AttentionQuery* queries, int nq, const KvSpan* spans, i
                    int kv_stride, float scale, std::vector<float>& scratch) {
   int n = 0;
   for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
-  scratch.resize(static_cast<size_t>(kNarrowGroup) * n + 8 * C);
-  float* row = scratch.data() + static_cast<size_t>(kNarrowGroup) * n;  // one widened row
-  for (int i0 = 0; i0 < nq; i0 += kNarrowGroup) {
-    const int group = std::min(kNarrowGroup, nq - i0);
-    const float* scores[kNarrowGroup];
-    float inv_sum[kNarrowGroup];
-    for (int g = 0; g < group; ++g) {
-      const AttentionQuery& query = queries[i0 + g];
-      float* s = scratch.data() + static_cast<size_t>(g) * n;
-      narrow_scores<T, C>(query, spans, n_spans, kv_stride, scale, s, row);
-      inv_sum[g] = normalise_probabilities<T>(s, query.first, query.n_pos, query.stats);
-      scores[g] = s;
-    }
-    const AttentionQuery* q = queries + i0;
-    switch (group) {
-      case 1:
-        narrow_values<T, C, 1>(q, spans, n_spans, kv_stride, scores, inv_sum);
-        break;
-      case 2:
-        narrow_values<T, C, 2>(q, spans, n_spans, kv_stride, scores, inv_sum);
-        break;
-      case 3:
-        narrow_values<T, C, 3>(q, spans, n_spans, kv_stride, scores, inv_sum);
-        break;
-      default:
-        narrow_values<T, C, 4>(q, spans, n_spans, kv_stride, scores, inv_sum);
-        break;
+  const size_t s_stride = static_cast<size_t>(n);
+  scratch.resize(kNarrowScoreQueries * s_stride);
+  for (int i0 = 0; i0 < nq; i0 += kNarrowScoreQueries) {
+    const int n_scored = std::min(kNarrowScoreQueries, nq - i0);
+    narrow_scores<T, C>(queries + i0, n_scored, spans, n_spans, kv_stride, scale, scratch.data(),
+                        s_stride);
+    for (int g0 = 0; g0 < n_scored; g0 += kNarrowGroup) {
+      const int group = std::min(kNarrowGroup, n_scored - g0);
+      const float* scores[kNarrowGroup];
+      float inv_sum[kNarrowGroup];
+      for (int g = 0; g < group; ++g) {
+        const AttentionQuery& query = queries[i0 + g0 + g];
+        float* row = scratch.data() + (g0 + g) * s_stride;
+        inv_sum[g] = normalise_probabilities<T>(row, query.first, query.n_pos, query.stats);
+        scores[g] = row;
+      }
+      const AttentionQuery* q = queries + i0 + g0;
+      switch (group) {
+        case 1:
+          narrow_values<T, C, 1>(q, spans, n_spans, kv_stride, scores, inv_sum);
+          break;
+        case 2:
+          narrow_values<T, C, 2>(q, spans, n_spans, kv_stride, scores, inv_sum);
+          break;
+        case 3:
+          narrow_values<T, C, 3>(q, spans, n_spans, kv_stride, scores, inv_sum);
+          break;
+        default:
+          narrow_values<T, C, 4>(q, spans, n_spans, kv_stride, scores, inv_sum);
+          break;
+      }
     }
   }
 }

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <type_traits>
@@ -32,6 +33,7 @@
 #include "kernels/block_types.h"
 #include "kernels/quant.h"
 #include "kernels/repack.h"
+#include "kernels/set/float_sums.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
 
@@ -69,8 +71,12 @@ constexpr int kMaxTile = 4;
 // tiles use fewer tokens to keep the accumulators from spilling.
 #if defined(__AVX512VL__)
 constexpr int kTileTokens = 4;
+constexpr int kF32TileTokens = 4;
 #else
 constexpr int kTileTokens = 2;
+// F32 weights feed the multiply-adds straight from memory, so 4 x 3 accumulators and a token's
+// vector fit in 16 registers (F16 and BF16 rows need registers of their own).
+constexpr int kF32TileTokens = 3;
 #endif
 constexpr int kTileRows = 4;
 
@@ -125,13 +131,6 @@ template <QKind K>
 using QBlock = std::conditional_t<K == QKind::kQ8, BlockQ8_0, BlockQ4_0>;
 
 #if defined(__AVX2__)
-
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 inline int32_t sum_q8(const int8_t* q) {
   const __m256i pairs = _mm256_maddubs_epi16(
@@ -289,6 +288,17 @@ inline float load1(const uint8_t* row, int64_t c) {
 
 // Float-weight tile: rows [0, R) of w against tokens [t0, t0 + T) of x (row length cols). Each
 // (row, token) sum takes the same steps whatever R and T are.
+// The columns after the last multiple of 8, one at a time. With FMA always fused: left to
+// contraction, whether a product was rounded before its add depended on how the vectoriser
+// treated each tile shape, so a token's result changed with the tile it was computed in.
+inline float tail_mul_add(float a, float b, float c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 template <DType D, int R, int T>
 void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, int t0, float* y,
             int64_t y_stride) {
@@ -312,11 +322,15 @@ void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, 
       for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], xv, acc[r][t]);
     }
   }
+  // Eight sums at a time where the tile has them (4 rows x 2 or 4 tokens, 2 x 4): at 64 columns
+  // (stories260K) one sum at a time took as long as the multiply-adds.
+  const __m256* flat = &acc[0][0];
+  float* flat_sums = &sums[0][0];
+  int i = 0;
   K25_UNROLL
-  for (int r = 0; r < R; ++r) {
-    K25_UNROLL
-    for (int t = 0; t < T; ++t) sums[r][t] = hsum(acc[r][t]);
-  }
+  for (; i + 8 <= R * T; i += 8) _mm256_storeu_ps(flat_sums + i, hsums8(flat + i));
+  K25_UNROLL
+  for (; i < R * T; ++i) flat_sums[i] = hsum(flat[i]);
 #else
   K25_UNROLL
   for (int r = 0; r < R; ++r) {
@@ -329,7 +343,7 @@ void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, 
     for (int r = 0; r < R; ++r) {
       const float wv = load1<D>(w + r * w_row_bytes, c);
       K25_UNROLL
-      for (int t = 0; t < T; ++t) sums[r][t] += wv * x[(t0 + t) * cols + c];
+      for (int t = 0; t < T; ++t) sums[r][t] = tail_mul_add(wv, x[(t0 + t) * cols + c], sums[r][t]);
     }
   }
   K25_UNROLL
@@ -784,9 +798,10 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   // Every token count, one included, runs the tiles: a (row, token) result is the same sum in
   // the same order whatever else shares the call, so a token's output does not depend on the
   // batch (a preempted sequence that recomputes its KV gets the same bits).
+  const int f_tile_tokens = w.type == DType::F32 && n_tokens > 1 ? kF32TileTokens : tile_tokens;
   parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
-    for (int t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
-      const int nt = std::min(tile_tokens, n_tokens - t0);
+    for (int t0 = 0; t0 < n_tokens; t0 += f_tile_tokens) {
+      const int nt = std::min(f_tile_tokens, n_tokens - t0);
       for (int64_t r = r0; r < r1; r += kTileRows) {
         const int nr = static_cast<int>(std::min<int64_t>(kTileRows, r1 - r));
         (*tiles)[nr - 1][nt - 1](wdata + r * w_row_bytes, w_row_bytes, x, cols, t0, y + r, rows);

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "kernels/quant.h"
+#include "kernels/set/float_sums.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
 
@@ -19,13 +20,6 @@ namespace k25::K25_KERNEL_SET {
 namespace {
 
 #if defined(__AVX2__)
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
-
 [[maybe_unused]] inline float hmax(__m256 v) {  // used without AVX-512 only
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
