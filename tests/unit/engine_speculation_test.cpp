@@ -1,5 +1,6 @@
-// Speculative decoding in the engine (engine/speculation.h) on the real stories260K models: a
-// request with speculation gets exactly the tokens it gets without, alone and beside others;
+// Speculative decoding in the engine (engine/speculation.h) on the real stories260K models and on
+// every other reference model: a request with speculation gets exactly the tokens it gets
+// without, alone and beside others;
 // rejected drafts are rolled back and no KV page leaks, also under KV memory pressure with the
 // prefix cache on.
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -141,6 +143,61 @@ TEST_P(EngineSpeculationModes, GreedyTokensEqualTheTokensWithoutSpeculationOnEve
   EXPECT_GT(drafted, 0);
   EXPECT_GT(accepted, 0);  // some drafts were right (the stories repeat themselves; the draft
                            // plan is most of the model)
+}
+
+// The greedy cases of every other file of ../shared/reference/ (qwen2-tiny and the random-weight
+// models of every architecture, RoPE scaling and quant type): file name -> its cases.
+std::map<std::string, std::vector<ReferenceCase>> other_reference_cases() {
+  std::map<std::string, std::vector<ReferenceCase>> files;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::shared_path("reference"))) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with("greedy-") || !name.ends_with(".jsonl") ||
+        name == "greedy-stories260K.jsonl") {
+      continue;
+    }
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty()) continue;
+      const nlohmann::json j = nlohmann::json::parse(line);
+      files[name].push_back({j.at("model"), j.at("prompt_ids").get<Tokens>(), j.at("n_predict")});
+    }
+  }
+  return files;
+}
+
+// Random weights repeat themselves, so drafts are made and often kept; every case, alone and all
+// of a file's cases at once (speculating: max_batch 8), gets the tokens it gets without.
+TEST_P(EngineSpeculationModes, EveryOtherReferenceModelGivesTheTokensItGivesWithout) {
+  K25_REQUIRE_SHARED();
+  const auto files = other_reference_cases();
+  ASSERT_GE(files.size(), 20u);
+  int drafted = 0, accepted = 0;
+  for (const auto& [name, cases] : files) {
+    ASSERT_FALSE(cases.empty()) << name;
+    auto model = load(cases[0].model);
+    std::vector<GenerationRequest> speculating;
+    std::vector<Tokens> expected;
+    for (size_t i = 0; i < cases.size(); ++i) {
+      ASSERT_EQ(cases[i].model, cases[0].model) << name;
+      expected.push_back(
+          run_alone(*model, small_options(),
+                    greedy(cases[i].prompt, cases[i].n_predict, SpeculativeMode::kOff)));
+      speculating.push_back(greedy(cases[i].prompt, cases[i].n_predict, GetParam()));
+      GenerationEvent finished;
+      EXPECT_EQ(run_alone(*model, small_options(), speculating.back(), &finished), expected[i])
+          << name << " case " << i;
+      drafted += finished.drafted_tokens;
+      accepted += finished.accepted_tokens;
+    }
+    EngineOptions o = small_options();
+    o.speculation.max_batch = 8;
+    const Outcome together = run_together(*model, o, speculating);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      EXPECT_EQ(together.tokens[i], expected[i]) << name << " case " << i << " with the others";
+    }
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_GT(accepted, 0);
 }
 
 // Drafts from a known continuation: right ones (the next tokens) or wrong ones (each off by one).
