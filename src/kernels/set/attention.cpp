@@ -160,20 +160,6 @@ inline __m256 chunk8(const Half* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// Calls run(first_position, rows, n) for the runs of consecutive rows that cover positions
-// [first, stop) of the spans, in order.
-template <typename T, typename Fn>
-void for_each_run(const KvSpan* spans, int n_spans, int first, int stop, bool values, int kv_stride,
-                  Fn&& run) {
-  int span_start = 0;
-  for (int s = 0; s < n_spans && span_start < stop; span_start += spans[s].n, ++s) {
-    const int begin = std::max(first, span_start), end = std::min(stop, span_start + spans[s].n);
-    if (begin >= end) continue;
-    const T* rows = static_cast<const T*>(values ? spans[s].values : spans[s].keys);
-    run(begin, rows + static_cast<size_t>(begin - span_start) * kv_stride, end - begin);
-  }
-}
-
 // Rows j of the 8 x 8 block r[0..7] become its columns: c[d] element j = r[j] element d.
 inline void transpose8(const __m256 r[8], __m256 c[8]) {
   __m256 t[8], u[8];
