@@ -43,13 +43,16 @@ asan-test:
 TSAN_TESTS := Engine* */Engine* ElasticScheduler* Server* ToolCallsServer* FlashApi* OpenAiFields* \
   EventChannel* ThreadPoolTest* PromptWorkersTest* FirstTokenWatch* CircuitBreaker* L3* \
   DiskStoreTest* RedisStore* PagePool* StagingBuffer*
+# Token equality over every reference model: nine minutes under TSan, and the engine threads it
+# runs are the ones the stories260K speculation tests above already exercise.
+TSAN_SKIP := *EveryOtherReferenceModelGivesTheTokensItGivesWithout*
 empty :=
 space := $(empty) $(empty)
 tsan-test:
 	cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DK25_TSAN=ON -DK25_BUILD_BENCH=OFF > /dev/null
 	cmake --build build-tsan -j $(JOBS) --target k25_unit_tests
 	cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-	  bin/k25_unit_tests --gtest_filter='$(subst $(space),:,$(strip $(TSAN_TESTS)))'
+	  bin/k25_unit_tests --gtest_filter='$(subst $(space),:,$(strip $(TSAN_TESTS)))-$(TSAN_SKIP)'
 
 fuzz-test:
 	CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=Debug -DK25_FUZZ=ON -DK25_BUILD_BENCH=OFF > /dev/null
