@@ -441,7 +441,7 @@ void packed_k_tile(const uint8_t* group, const PackedKActs& a, int t0, float* y,
 }
 
 // Decode (one token): every row of each super-block in one pass, so the group is read once as
-// one sequential stream, prefetched into L2 kPrefetchBytes ahead.
+// one sequential stream, prefetched kPrefetchBytes ahead (kDecodePrefetchHint).
 template <typename Kind>
 void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, float* y,
                           int64_t y_stride, int valid_rows) {
@@ -453,7 +453,7 @@ void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, fl
   for (int64_t b = 0; b < a.n_super; ++b) {
     const uint8_t* sb = group + b * Kind::kSuperBytes;
     for (size_t i = 0; i < Kind::kSuperBytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), kDecodePrefetchHint);
     }
     K25_UNROLL
     for (int part = 0; part < kParts; ++part) {

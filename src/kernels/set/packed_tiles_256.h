@@ -165,8 +165,8 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
 }
 
 // Decode (one token): both halves in one pass over the group, so the group is read once as one
-// sequential stream, with a software prefetch into L2 kPrefetchBytes ahead; the float steps of
-// each row are those of packed_tile.
+// sequential stream, with a software prefetch kPrefetchBytes ahead (kDecodePrefetchHint); the float
+// steps of each row are those of packed_tile.
 constexpr size_t kPrefetchBytes = 16384;
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
@@ -177,7 +177,7 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     const uint8_t* ahead = p.quants + b * p.quant_bytes + kPrefetchBytes;
     for (size_t i = 0; i < p.quant_bytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
     }
     const int32_t* bias = a.bias + b * a.n_tokens + t0;
     const float dx = a.d[b * a.n_tokens + t0];
