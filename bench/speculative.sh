@@ -10,15 +10,15 @@
 #            The end. lead" until the answer is the document itself (at most 8 rounds; leads that
 #            do not settle are left out and counted). The answer is then 96 tokens of quote.
 # Prints, per workload and mode: decode tok/s (tokens after the first over the decode time, all
-# prompts and repetitions together), tokens per full-model
-# forward in decode (generated tokens after the first / decode forward calls), drafted and
-# accepted tokens; and whether each mode produced the tokens of "off" (they must). Self's draft
+# prompts and repetitions together), tokens per full-model forward in decode (generated tokens
+# after the first / decode forward calls), drafted and accepted tokens; and whether each mode produced the tokens of "off" (they must). Self's draft
 # forward calls (under the pruned plan) are not counted as full-model forwards.
 set -euo pipefail
 
 usage() {
   cat <<'USAGE'
-usage: bench/speculative.sh [--bin DIR] [--shared DIR] [--threads N] [--prompts N] [-n TOKENS]
+usage: bench/speculative.sh [--bin DIR] [--shared DIR] [--threads N] [--prompts N] [--leads N]
+                           [-n TOKENS] [--reps N]
   --bin DIR     k25 binaries (default build/bin)
   --shared DIR  the shared data folder (default ../shared)
   --threads N   compute threads (default 1)
