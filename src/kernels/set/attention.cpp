@@ -153,10 +153,11 @@ inline bool is_narrow_head(int head_dim) {
   return head_dim % 8 == 0 && head_dim < 32;
 }
 
-inline __m256 chunk8(const float* p) {
+// 8 consecutive elements as floats (also the AVX2 blocked kernel's loads).
+inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
 }
-inline __m256 chunk8(const Half* p) {
+inline __m256 load8(const Half* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
@@ -201,8 +202,8 @@ void narrow_scores(const AttentionQuery* queries, int nq, const KvSpan* spans, i
       for (int c = 0; c < C; ++c) {
         __m256 rows[8], cols[8];
         for (int j = 0; j < 8; ++j) {
-          rows[j] = j < n ? chunk8(key + static_cast<size_t>(j) * kv_stride + 8 * c)
-                          : _mm256_setzero_ps();
+          rows[j] =
+              j < n ? load8(key + static_cast<size_t>(j) * kv_stride + 8 * c) : _mm256_setzero_ps();
         }
         transpose8(rows, cols);
         for (int d = 0; d < 8; ++d) _mm256_store_ps(kt[8 * c + d], cols[d]);
@@ -245,7 +246,7 @@ inline void narrow_values_range(const KvSpan* spans, int n_spans, int kv_stride,
                      static_cast<size_t>(std::max(0, begin - span_start)) * kv_stride;
     for (int p = begin; p < end; ++p, value += kv_stride) {
       __m256 v[C];
-      for (int c = 0; c < C; ++c) v[c] = chunk8(value + 8 * c);
+      for (int c = 0; c < C; ++c) v[c] = load8(value + 8 * c);
       for (int g = 0; g < G; ++g) {
         const __m256 w = _mm256_set1_ps(scores[g][p]);
         for (int c = 0; c < C; ++c) sum[g][c] = _mm256_fmadd_ps(w, v[c], sum[g][c]);
@@ -436,14 +437,6 @@ constexpr int kValueCols = 16;  // 2 vectors of output columns per query
 // 2 value vectors and a broadcast probability fill the registers, 8 loads per 12 multiply-adds
 // (4 queries: 6 per 8).
 constexpr int kWideValueQueries = 6;
-
-// 8 consecutive elements as floats.
-inline __m256 load8(const float* p) {
-  return _mm256_loadu_ps(p);
-}
-inline __m256 load8(const Half* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 
 // The 8 lane sums of v[0..7], element k = sum of v[k]: horizontal adds of neighbours, then of
 // pairs, then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)), the same
