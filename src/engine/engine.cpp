@@ -336,6 +336,10 @@ void Engine::expire_queued() {
 void Engine::step() {
   if (l3_) advance_kv_tiers();
   map_cached_prefixes();
+  if (l3_) {
+    if (await_new_probes()) map_cached_prefixes();  // the answered ones may join this step
+    collect_l3_restores(Clock::now());  // a restore from memory (the shared tier's) ends at once
+  }
   std::optional<ScheduledStep> scheduled = schedule(Clock::now());
   if (!scheduled) return;
   make_resident(*scheduled);

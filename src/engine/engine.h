@@ -146,6 +146,8 @@ class Engine {
   };
   void advance_kv_tiers();     // L3: completions collected, restores ended, idle pages spilled
   void map_cached_prefixes();  // queued prompts: cached pages mapped, L3 reads started
+  // Waits a moment for the shared tier's answers to probes just started; true if it waited.
+  bool await_new_probes();
   std::optional<ScheduledStep> schedule(Clock::time_point now);  // nullopt: nothing to schedule
   void make_resident(const ScheduledStep& s);  // drops, preemptions, admissions, KV slots
   void admit(Sequence& seq, Clock::time_point now);

@@ -1,6 +1,7 @@
 // Engine: KV residency and the tiers behind it. A queued prompt maps the pages the prefix cache
 // holds, or waits while L3 / the shared tier reads them back (kv/prefix_restore.h); finished
 // sequences publish their pages; idle pages are spilled to L3.
+#include <algorithm>
 #include <iostream>
 
 #include "core/error.h"
@@ -346,6 +347,26 @@ void Engine::map_cached_prefixes() {
     reuse_prefix(*seq, l3_reads > 0);
     if (seq->restore) --l3_reads;
   }
+}
+
+bool Engine::await_new_probes() {
+  // A probe is usually answered within a millisecond (GETs of a nearby Redis, misses bringing no
+  // bytes). Composing the step without waiting for it would keep the sequence out for a whole
+  // step, tens of milliseconds or more; the tier's grace bounds what the others pay for it.
+  const Clock::duration grace = l3_->probe_grace();
+  Clock::time_point until{};
+  const auto unanswered = [&](const std::unique_ptr<Sequence>& seq) {
+    return seq->awaiting_l3 && seq->probe.unanswered(*l3_);
+  };
+  for (auto& seq : seqs_) {
+    if (unanswered(seq)) until = std::max(until, seq->probe.started() + grace);
+  }
+  if (Clock::now() >= until) return false;
+  do {
+    l3_->poll(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()) +
+              std::chrono::milliseconds(1));
+  } while (Clock::now() < until && std::any_of(seqs_.begin(), seqs_.end(), unanswered));
+  return true;
 }
 
 void Engine::publish_shared_stats(const SharedTierStats& s) {

@@ -64,7 +64,8 @@ bool SharedTierProbe::pending(PrefixTier& tier, const uint64_t* keys, size_t fir
   const TierProbeId id = tier.probe(keys + first_missing, n_pages - first_missing);
   if (id == 0 || tier.probe_done(id)) return false;
   id_ = id;
-  deadline_ = std::chrono::steady_clock::now() + tier.read_timeout();
+  started_ = std::chrono::steady_clock::now();
+  deadline_ = started_ + tier.read_timeout();
   return true;
 }
 

@@ -69,10 +69,13 @@ class SharedTierProbe {
   // True while a probe is in flight and its time is not up; starts one on the first call when
   // the tier does not know the first missing page yet.
   bool pending(PrefixTier& tier, const uint64_t* keys, size_t first_missing, size_t n_pages);
+  // A probe is in flight, unanswered; it was started at `started()`.
+  bool unanswered(const PrefixTier& tier) const { return id_ && !tier.probe_done(*id_); }
+  std::chrono::steady_clock::time_point started() const { return started_; }
 
  private:
   std::optional<TierProbeId> id_;
-  std::chrono::steady_clock::time_point deadline_;
+  std::chrono::steady_clock::time_point started_, deadline_;
   bool asked_ = false;
 };
 

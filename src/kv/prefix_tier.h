@@ -80,6 +80,9 @@ class PrefixTier {
     (void)id;
     return true;
   }
+  // How long the engine may hold a step for a probe it just started, so that a sequence whose
+  // answer comes back at once joins that step instead of the next one.
+  virtual std::chrono::milliseconds probe_grace() const { return std::chrono::milliseconds(0); }
   // See L3PrefixTier: reads the leading pages of `chain` that the tier holds into the fresh L2
   // pages the chain names; restore_done() when all reads completed; end_restore() ends it.
   virtual L3RestoreId begin_restore(std::vector<CachedPage> chain) = 0;

@@ -30,6 +30,9 @@ struct RedisTierOptions {
   std::string kv_namespace;  // shared_kv_namespace()
   // How long a probe may wait for Redis before the sequence computes instead.
   std::chrono::milliseconds read_timeout{500};
+  // How long a step may wait for a probe just started (PrefixTier::probe_grace): a nearby
+  // Redis answers a probe of missing pages (no bytes) well within it.
+  std::chrono::milliseconds probe_grace{2};
   size_t max_write_bytes = size_t{256} << 20;    // SETs in flight; beyond, writes are skipped
   size_t max_fetched_bytes = size_t{256} << 20;  // values read and not yet restored
 };
@@ -45,6 +48,7 @@ class RedisPrefixTier final : public PrefixTier {
   bool contains(uint64_t key) const override { return fetched_.count(key) != 0; }
   TierProbeId probe(const uint64_t* keys, size_t n_keys) override;
   bool probe_done(TierProbeId id) const override { return probes_.count(id) == 0; }
+  std::chrono::milliseconds probe_grace() const override { return options_.probe_grace; }
   L3RestoreId begin_restore(std::vector<CachedPage> chain) override;
   bool restore_done(L3RestoreId) const override { return true; }
   RestoredPages end_restore(L3RestoreId id, std::vector<bool>* kept) override;

@@ -47,9 +47,12 @@ const char* to_string(RedisStatus status) {
 RedisStore::RedisStore(RedisStoreOptions options) : options_(std::move(options)) {
   if (options_.address.nodes.empty()) fail("redis: no node to connect to");
   if (options_.ttl_seconds < 1) fail("redis: ttl_seconds must be >= 1");
-  nodes_ = options_.address.nodes;
-  connections_.resize(nodes_.size());
-  thread_ = std::thread([this] { run(); });
+  for (Lane* lane : {&reads_, &writes_}) {
+    lane->nodes = options_.address.nodes;
+    lane->connections.resize(lane->nodes.size());
+  }
+  reads_.thread = std::thread([this] { run(reads_); });
+  writes_.thread = std::thread([this] { run(writes_); });
 }
 
 RedisStore::~RedisStore() {
@@ -57,8 +60,10 @@ RedisStore::~RedisStore() {
     std::lock_guard lock(mutex_);
     stop_ = true;
   }
-  work_.notify_all();
-  thread_.join();
+  for (Lane* lane : {&reads_, &writes_}) {
+    lane->work.notify_all();
+    lane->thread.join();
+  }
 }
 
 RedisTicket RedisStore::submit(RedisOp op, std::string key, std::string value) {
@@ -66,10 +71,10 @@ RedisTicket RedisStore::submit(RedisOp op, std::string key, std::string value) {
   {
     std::lock_guard lock(mutex_);
     ticket = next_ticket_++;
-    queue_.push_back({ticket, op, std::move(key), std::move(value), Clock::now()});
+    lane_for(op).queue.push_back({ticket, op, std::move(key), std::move(value), Clock::now()});
     ++in_flight_;
   }
-  work_.notify_one();
+  lane_for(op).work.notify_one();
   return ticket;
 }
 
@@ -98,14 +103,14 @@ RedisStoreStats RedisStore::stats() const {
   return s;
 }
 
-void RedisStore::run() {
+void RedisStore::run(Lane& lane) {
   for (;;) {
     std::vector<Request> batch;
     {
       std::unique_lock lock(mutex_);
-      work_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, nothing left
-      batch.swap(queue_);
+      lane.work.wait(lock, [&] { return stop_ || !lane.queue.empty(); });
+      if (lane.queue.empty()) return;  // stopping, nothing left
+      batch.swap(lane.queue);
     }
     std::vector<RedisCompletion> done(batch.size());
     for (size_t i = 0; i < batch.size(); ++i) {
@@ -114,45 +119,50 @@ void RedisStore::run() {
       done[i].key = batch[i].key;
     }
     bool reached = false;
-    const bool tried = Clock::now() >= retry_after_;
+    const bool tried = Clock::now() >= lane.retry_after;
     if (tried) {
       try {
-        execute(batch, done);
+        execute(lane, batch, done);
         reached = true;
       } catch (const RedisUnavailable& e) {
-        fail_round(e.what());
+        fail_round(lane, e.what());
       }
     }
-    const Clock::time_point now = Clock::now();
-    {
-      std::lock_guard lock(mutex_);
-      stats_.up = reached;
-      if (tried && !reached) ++stats_.failed_rounds;
-      for (size_t i = 0; i < batch.size(); ++i) {
-        const RedisCompletion& d = done[i];
-        ++stats_.requests;
-        if (d.status == RedisStatus::kServerError || d.status == RedisStatus::kUnavailable) {
-          ++stats_.errors;
-        }
-        if (d.op == RedisOp::kGet) {
-          if (d.status == RedisStatus::kOk) ++stats_.hits;
-          if (d.status == RedisStatus::kNotFound) ++stats_.misses;
-          stats_.bytes_in += d.value.size();
-          if (d.status == RedisStatus::kOk || d.status == RedisStatus::kNotFound) {
-            read_latency_.record(static_cast<uint64_t>(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(now - batch[i].submitted)
-                    .count()));
-          }
-        }
-        if (d.op == RedisOp::kSet && d.status == RedisStatus::kOk) {
-          stats_.bytes_out += batch[i].value.size();
-        }
-        done_.push_back(std::move(done[i]));
-      }
-      in_flight_ -= batch.size();
-    }
-    completed_.notify_all();
+    record(batch, done, tried, reached);
   }
+}
+
+void RedisStore::record(std::vector<Request>& batch, std::vector<RedisCompletion>& done, bool tried,
+                        bool reached) {
+  const Clock::time_point now = Clock::now();
+  {
+    std::lock_guard lock(mutex_);
+    stats_.up = reached;
+    if (tried && !reached) ++stats_.failed_rounds;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const RedisCompletion& d = done[i];
+      ++stats_.requests;
+      if (d.status == RedisStatus::kServerError || d.status == RedisStatus::kUnavailable) {
+        ++stats_.errors;
+      }
+      if (d.op == RedisOp::kGet) {
+        if (d.status == RedisStatus::kOk) ++stats_.hits;
+        if (d.status == RedisStatus::kNotFound) ++stats_.misses;
+        stats_.bytes_in += d.value.size();
+        if (d.status == RedisStatus::kOk || d.status == RedisStatus::kNotFound) {
+          read_latency_.record(static_cast<uint64_t>(
+              std::chrono::duration_cast<std::chrono::nanoseconds>(now - batch[i].submitted)
+                  .count()));
+        }
+      }
+      if (d.op == RedisOp::kSet && d.status == RedisStatus::kOk) {
+        stats_.bytes_out += batch[i].value.size();
+      }
+      done_.push_back(std::move(done[i]));
+    }
+    in_flight_ -= batch.size();
+  }
+  completed_.notify_all();
 }
 
 std::vector<std::string> RedisStore::command(const Request& r) const {
@@ -170,24 +180,25 @@ std::vector<std::string> RedisStore::command(const Request& r) const {
   return {};
 }
 
-void RedisStore::execute(std::vector<Request>& batch, std::vector<RedisCompletion>& done) {
-  if (options_.address.cluster() && slot_owner_.empty()) connect_cluster();
+void RedisStore::execute(Lane& lane, std::vector<Request>& batch,
+                         std::vector<RedisCompletion>& done) {
+  if (options_.address.cluster() && lane.slot_owner.empty()) connect_cluster(lane);
   // One pipeline per node, in submission order within it.
-  std::vector<std::vector<size_t>> by_node(nodes_.size());
-  for (size_t i = 0; i < batch.size(); ++i) by_node[node_for(batch[i].key)].push_back(i);
+  std::vector<std::vector<size_t>> by_node(lane.nodes.size());
+  for (size_t i = 0; i < batch.size(); ++i) by_node[node_for(lane, batch[i].key)].push_back(i);
   for (size_t node = 0; node < by_node.size(); ++node) {
     if (by_node[node].empty()) continue;
     std::vector<std::vector<std::string>> commands;
     for (size_t i : by_node[node]) commands.push_back(command(batch[i]));
-    std::vector<RedisReply> replies = connection(node).pipeline(commands);
+    std::vector<RedisReply> replies = connection(lane, node).pipeline(commands);
     for (size_t j = 0; j < replies.size(); ++j) {
       const size_t i = by_node[node][j];
-      settle(batch[i], std::move(replies[j]), done[i]);
+      settle(lane, batch[i], std::move(replies[j]), done[i]);
     }
   }
 }
 
-void RedisStore::settle(const Request& r, RedisReply reply, RedisCompletion& done) {
+void RedisStore::settle(Lane& lane, const Request& r, RedisReply reply, RedisCompletion& done) {
   for (int hop = 0; reply.type == RedisReply::Type::kError && hop < kMaxRedirects; ++hop) {
     const bool moved = starts_with(reply.str, "MOVED ");
     const bool ask = starts_with(reply.str, "ASK ");
@@ -197,14 +208,14 @@ void RedisStore::settle(const Request& r, RedisReply reply, RedisCompletion& don
       std::lock_guard lock(mutex_);
       ++stats_.redirects;
     }
-    const size_t node = node_index(target);
-    if (moved && !slot_owner_.empty()) {
-      slot_owner_[static_cast<size_t>(redis_key_slot(r.key))] = static_cast<int>(node);
+    const size_t node = node_index(lane, target);
+    if (moved && !lane.slot_owner.empty()) {
+      lane.slot_owner[static_cast<size_t>(redis_key_slot(r.key))] = static_cast<int>(node);
     }
     std::vector<std::vector<std::string>> commands;
     if (ask) commands.push_back({"ASKING"});
     commands.push_back(command(r));
-    reply = std::move(connection(node).pipeline(commands).back());
+    reply = std::move(connection(lane, node).pipeline(commands).back());
   }
   switch (reply.type) {
     case RedisReply::Type::kString:
@@ -228,13 +239,14 @@ void RedisStore::settle(const Request& r, RedisReply reply, RedisCompletion& don
   }
 }
 
-void RedisStore::connect_cluster() {
+void RedisStore::connect_cluster(Lane& lane) {
   // Any seed that answers gives the whole map.
   std::string last_error = "no seed node";
   for (size_t seed = 0; seed < options_.address.nodes.size(); ++seed) {
     RedisReply slots;
     try {
-      slots = connection(node_index(options_.address.nodes[seed])).command({"CLUSTER", "SLOTS"});
+      slots = connection(lane, node_index(lane, options_.address.nodes[seed]))
+                  .command({"CLUSTER", "SLOTS"});
     } catch (const RedisUnavailable& e) {
       last_error = e.what();
       continue;
@@ -244,7 +256,8 @@ void RedisStore::connect_cluster() {
                           ": CLUSTER SLOTS gave no slot map (", slots.str, ")");
       continue;
     }
-    std::vector<int> owner(kRedisClusterSlots, static_cast<int>(node_index(nodes_.front())));
+    std::vector<int> owner(kRedisClusterSlots,
+                           static_cast<int>(node_index(lane, lane.nodes.front())));
     for (const RedisReply& range : slots.elements) {
       if (range.elements.size() < 3 || range.elements[2].elements.size() < 2) continue;
       RedisEndpoint master;
@@ -252,48 +265,48 @@ void RedisStore::connect_cluster() {
       if (master.host.empty() || master.host == "?")
         master.host = options_.address.nodes[seed].host;
       master.port = static_cast<int>(range.elements[2].elements[1].integer);
-      const int node = static_cast<int>(node_index(master));
+      const int node = static_cast<int>(node_index(lane, master));
       for (int64_t s = range.elements[0].integer; s <= range.elements[1].integer; ++s) {
         if (s >= 0 && s < kRedisClusterSlots) owner[static_cast<size_t>(s)] = node;
       }
     }
-    slot_owner_ = std::move(owner);
+    lane.slot_owner = std::move(owner);
     return;
   }
   throw RedisUnavailable(last_error);
 }
 
-size_t RedisStore::node_index(const RedisEndpoint& endpoint) {
-  for (size_t i = 0; i < nodes_.size(); ++i) {
-    if (nodes_[i] == endpoint) return i;
+size_t RedisStore::node_index(Lane& lane, const RedisEndpoint& endpoint) {
+  for (size_t i = 0; i < lane.nodes.size(); ++i) {
+    if (lane.nodes[i] == endpoint) return i;
   }
-  nodes_.push_back(endpoint);
-  connections_.emplace_back();
-  return nodes_.size() - 1;
+  lane.nodes.push_back(endpoint);
+  lane.connections.emplace_back();
+  return lane.nodes.size() - 1;
 }
 
-size_t RedisStore::node_for(const std::string& key) const {
-  if (slot_owner_.empty()) return 0;
-  return static_cast<size_t>(slot_owner_[static_cast<size_t>(redis_key_slot(key))]);
+size_t RedisStore::node_for(const Lane& lane, const std::string& key) {
+  if (lane.slot_owner.empty()) return 0;
+  return static_cast<size_t>(lane.slot_owner[static_cast<size_t>(redis_key_slot(key))]);
 }
 
-RedisConnection& RedisStore::connection(size_t node) {
-  if (!connections_[node]) {
-    connections_[node] =
-        std::make_unique<RedisConnection>(nodes_[node], options_.credentials, options_.address.db,
-                                          options_.connect_timeout, options_.command_timeout);
+RedisConnection& RedisStore::connection(Lane& lane, size_t node) {
+  if (!lane.connections[node]) {
+    lane.connections[node] = std::make_unique<RedisConnection>(
+        lane.nodes[node], options_.credentials, options_.address.db, options_.connect_timeout,
+        options_.command_timeout);
     std::lock_guard lock(mutex_);
     ++stats_.connects;
   }
-  return *connections_[node];
+  return *lane.connections[node];
 }
 
-void RedisStore::fail_round(const std::string& why) {
-  // Every connection goes (a timed-out one may hold half a reply), and the slot map with them:
-  // the cluster may have changed by the time it is back.
-  for (auto& c : connections_) c.reset();
-  slot_owner_.clear();
-  retry_after_ = Clock::now() + options_.retry_interval;
+void RedisStore::fail_round(Lane& lane, const std::string& why) {
+  // Every connection of the lane goes (a timed-out one may hold half a reply), and the slot map
+  // with them: the cluster may have changed by the time it is back.
+  for (auto& c : lane.connections) c.reset();
+  lane.slot_owner.clear();
+  lane.retry_after = Clock::now() + options_.retry_interval;
   warning_.warn(concat(why, "; the shared KV tier is skipped (recomputing) for ",
                        options_.retry_interval.count(), " ms"));
 }

@@ -1,7 +1,10 @@
 // The shared KV tier's client (docs/kv-cache.md "Shared tier on Redis"): GET/SET/EXISTS/EXPIRE
-// submitted by the engine thread, which never waits on a socket. One I/O thread of our own takes
+// submitted by the engine thread, which never waits on a socket. An I/O thread of our own takes
 // everything submitted since its last round and sends it as one pipeline per Redis node with
-// hiredis's synchronous API; the engine collects completions with poll().
+// hiredis's synchronous API; the engine collects completions with poll(). There are two such
+// lanes, each a thread with its own connections: SETs on one, GET/EXISTS/EXPIRE on the other, so
+// that a probe (a sequence waits for it) never queues behind a finished turn's megabytes of SETs,
+// neither in our queue nor on the socket.
 //
 // Why an I/O thread and not hiredis's async API: the async API needs an event-loop library
 // (libevent, libev, ...) through an adapter, and the engine has no event loop; a thread that
@@ -97,35 +100,42 @@ class RedisStore {
     std::string key, value;
     std::chrono::steady_clock::time_point submitted;
   };
-  void run();
-  void execute(std::vector<Request>& batch, std::vector<RedisCompletion>& done);
-  void connect_cluster();
-  RedisConnection& connection(size_t node);
-  size_t node_for(const std::string& key) const;
-  size_t node_index(const RedisEndpoint& endpoint);
+  // An I/O thread and what only it touches, except `queue` (guarded by mutex_).
+  struct Lane {
+    std::vector<RedisEndpoint> nodes;
+    std::vector<std::unique_ptr<RedisConnection>> connections;  // by node, null until needed
+    std::vector<int> slot_owner;                                // cluster: node by slot
+    std::chrono::steady_clock::time_point retry_after{};
+    std::vector<Request> queue;
+    std::condition_variable work;
+    std::thread thread;
+  };
+  Lane& lane_for(RedisOp op) { return op == RedisOp::kSet ? writes_ : reads_; }
+  void run(Lane& lane);
+  void execute(Lane& lane, std::vector<Request>& batch, std::vector<RedisCompletion>& done);
+  void connect_cluster(Lane& lane);
+  RedisConnection& connection(Lane& lane, size_t node);
+  static size_t node_for(const Lane& lane, const std::string& key);
+  static size_t node_index(Lane& lane, const RedisEndpoint& endpoint);
   std::vector<std::string> command(const Request& r) const;
   // Applies `reply` to `done`; a MOVED / ASK reply is followed (resent) first.
-  void settle(const Request& r, RedisReply reply, RedisCompletion& done);
-  void fail_round(const std::string& why);
+  void settle(Lane& lane, const Request& r, RedisReply reply, RedisCompletion& done);
+  void fail_round(Lane& lane, const std::string& why);
+  void record(std::vector<Request>& batch, std::vector<RedisCompletion>& done, bool tried,
+              bool reached);
 
   RedisStoreOptions options_;
-  // I/O thread only.
-  std::vector<RedisEndpoint> nodes_;
-  std::vector<std::unique_ptr<RedisConnection>> connections_;  // by node, null until needed
-  std::vector<int> slot_owner_;                                // cluster: node by slot
-  std::chrono::steady_clock::time_point retry_after_{};
   RateLimitedWarning warning_;
 
   mutable std::mutex mutex_;
-  std::condition_variable work_, completed_;
+  std::condition_variable completed_;
   bool stop_ = false;
   RedisTicket next_ticket_ = 1;
-  std::vector<Request> queue_;
   std::vector<RedisCompletion> done_;
   size_t in_flight_ = 0;
   RedisStoreStats stats_;
   LatencyHistogram read_latency_;
-  std::thread thread_;  // last: started once everything above exists
+  Lane reads_, writes_;  // last: their threads start once everything above exists
 };
 
 }  // namespace k25

@@ -21,6 +21,7 @@ class StackedPrefixTier final : public PrefixTier {
   bool contains(uint64_t key) const override;
   TierProbeId probe(const uint64_t* keys, size_t n_keys) override;
   bool probe_done(TierProbeId id) const override { return shared_->probe_done(id); }
+  std::chrono::milliseconds probe_grace() const override { return shared_->probe_grace(); }
   L3RestoreId begin_restore(std::vector<CachedPage> chain) override;
   bool restore_done(L3RestoreId id) const override;
   RestoredPages end_restore(L3RestoreId id, std::vector<bool>* kept) override;

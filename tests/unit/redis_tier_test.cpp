@@ -11,6 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -142,6 +144,98 @@ class SilentServer {
   int port_ = 0;
 };
 
+// A Redis that holds nothing: GET answers nil, SET OK, EXPIRE / EXISTS 0, anything else (AUTH,
+// SELECT) OK. Every connection is served at once by a thread of its own.
+class EmptyRedis {
+ public:
+  EmptyRedis() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(listen(fd_, 16), 0);
+    socklen_t len = sizeof(addr);
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    acceptor_ = std::thread([this] { accept_all(); });
+  }
+  ~EmptyRedis() {
+    shutdown(fd_, SHUT_RDWR);
+    acceptor_.join();
+    close(fd_);
+    {
+      std::lock_guard lock(mutex_);
+      for (int c : clients_) shutdown(c, SHUT_RDWR);
+    }
+    for (std::thread& t : served_) t.join();
+    for (int c : clients_) close(c);
+  }
+  int port() const { return port_; }
+
+ private:
+  void accept_all() {
+    for (;;) {
+      const int c = accept(fd_, nullptr, nullptr);
+      if (c < 0) return;
+      std::lock_guard lock(mutex_);
+      clients_.push_back(c);
+      served_.emplace_back([this, c] { serve(c); });
+    }
+  }
+  // RESP: *N\r\n then N times $L\r\n, L bytes, \r\n.
+  static std::optional<std::string> take_command(std::string& in) {
+    size_t at = 0;
+    const auto line = [&]() -> std::optional<long> {
+      const size_t end = in.find("\r\n", at);
+      if (end == std::string::npos) return std::nullopt;
+      const long n = std::stol(in.substr(at + 1, end - at - 1));
+      at = end + 2;
+      return n;
+    };
+    const std::optional<long> n = line();
+    if (!n) return std::nullopt;
+    std::string name;
+    for (long i = 0; i < *n; ++i) {
+      const std::optional<long> len = line();
+      if (!len || in.size() < at + static_cast<size_t>(*len) + 2) return std::nullopt;
+      if (i == 0) name = in.substr(at, static_cast<size_t>(*len));
+      at += static_cast<size_t>(*len) + 2;
+    }
+    in.erase(0, at);
+    return name;
+  }
+  void serve(int c) {
+    std::string in;
+    char buf[1 << 16];
+    for (;;) {
+      const ssize_t got = read(c, buf, sizeof(buf));
+      if (got <= 0) return;
+      in.append(buf, static_cast<size_t>(got));
+      std::string out;
+      while (std::optional<std::string> name = take_command(in)) {
+        if (*name == "GET") {
+          out += "$-1\r\n";
+        } else if (*name == "EXPIRE" || *name == "EXISTS") {
+          out += ":0\r\n";
+        } else {
+          out += "+OK\r\n";
+        }
+      }
+      if (!out.empty() && write(c, out.data(), out.size()) != static_cast<ssize_t>(out.size())) {
+        return;
+      }
+    }
+  }
+
+  int fd_ = -1;
+  int port_ = 0;
+  std::mutex mutex_;
+  std::vector<int> clients_;
+  std::vector<std::thread> served_;
+  std::thread acceptor_;
+};
+
 int closed_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
@@ -179,16 +273,15 @@ TEST(RedisStore, ARedisThatIsNotThereFailsEveryRequestAndThenFailsFast) {
   std::vector<RedisCompletion> done = wait_all(store, 2);
   ASSERT_EQ(done.size(), 2u);
   for (const RedisCompletion& c : done) EXPECT_EQ(c.status, RedisStatus::kUnavailable);
-  // One round tried the network (the second request, if in a round of its own, came within
-  // retry_interval of the first failure).
-  EXPECT_EQ(store.stats().failed_rounds, 1u);
+  // Each lane (reads, writes) tried the network once.
+  EXPECT_EQ(store.stats().failed_rounds, 2u);
   // Within retry_interval (5 s): answered without touching the network.
   store.submit(RedisOp::kGet, "c");
   done = wait_all(store, 1);
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].status, RedisStatus::kUnavailable);
   const RedisStoreStats s = store.stats();
-  EXPECT_EQ(s.failed_rounds, 1u);
+  EXPECT_EQ(s.failed_rounds, 2u);
   EXPECT_EQ(s.errors, 3u);
   EXPECT_EQ(s.connects, 0u);
   EXPECT_FALSE(s.up);
@@ -286,6 +379,63 @@ TEST_F(EngineSharedTierDegrades, RedisHangingGivesTheSameTokens) {
   K25_REQUIRE_SHARED();
   SilentServer silent;
   expect_same_tokens_with_redis_at(silent.port());
+}
+
+// A prompt whose pages Redis does not hold starts in the step it arrives in: the engine holds the
+// step for the probe's answer (probe_grace) instead of leaving the prompt to the next step.
+class EngineSharedTierProbe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (testing::shared_available()) {
+      model_ = Model::load(testing::shared_path("models/stories260K.gguf"));
+    }
+  }
+  // A short prompt (no full page: nothing to probe) and a long one (probed), submitted together;
+  // the forward calls the engine made for both.
+  uint64_t forward_calls(const EngineOptions& options) {
+    Engine engine(*model_, options);
+    std::mutex m;
+    std::condition_variable cv;
+    int finished = 0;
+    for (const char* text : {"Once",
+                             "Once upon a time, there was a little girl named Lily. She loved to "
+                             "play outside in the park with her friends. One day, she saw a big "
+                             "red ball under a tree."}) {
+      GenerationRequest r;
+      r.prompt = model_->tokenizer().encode(text, true, false);
+      r.max_tokens = 8;
+      r.sampling.temperature = 0;
+      r.ignore_eos = true;
+      engine.submit(r, [&](const GenerationEvent& e) {
+        if (e.kind != GenerationEvent::Kind::Finished) return;
+        std::lock_guard lock(m);
+        ++finished;
+        cv.notify_all();
+      });
+    }
+    std::unique_lock lock(m);
+    cv.wait(lock, [&] { return finished == 2; });
+    lock.unlock();
+    engine.shutdown();
+    return engine.stats().forward_calls.load();
+  }
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(EngineSharedTierProbe, APromptMissingInRedisStartsInTheStepItArrivesIn) {
+  K25_REQUIRE_SHARED();
+  EngineOptions plain;
+  plain.n_threads = 1;
+  const uint64_t without_tier = forward_calls(plain);
+  EmptyRedis redis;
+  EngineOptions o = plain;
+  o.l3_backend = EngineOptions::L3Backend::kRedis;
+  o.redis.store = store_at(redis.port());
+  o.redis.probe_grace = std::chrono::milliseconds(5000);  // any answer comes within it
+  EXPECT_EQ(forward_calls(o), without_tier);
+  // Without the grace the long prompt misses the first step, so the two finish apart.
+  o.redis.probe_grace = std::chrono::milliseconds(0);
+  EXPECT_GT(forward_calls(o), without_tier);
 }
 
 }  // namespace
