@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -280,20 +281,29 @@ TEST(RepackTest, KQuantMatmulOnPackedWeightsMatchesTheFileLayoutKernel) {
   }
 }
 
-// q/k/v and gate/up share their input: quantised once, each product must be the very bits a
-// matmul of its own gives, for repacked K-quants of every type (one quantisation serves them
-// all), and for sets that cannot share (a Q8_0 matrix among them) or need not (one matrix).
+// q/k/v and gate/up share their input: quantised once and run as one parallel section, each
+// product must be the very bits a matmul of its own gives, for repacked K-quants of every type
+// (one quantisation serves them all), for Q8_0 and Q4_0 sets of one type (rows not a multiple
+// of the 16-row groups, so chunks straddle matrices and partial groups), and for sets that
+// cannot share (K-quant and Q8_0, or Q8_0 and Q4_0) or need not (one matrix).
 TEST(RepackTest, ProductsOfOneInputEqualEachProductAlone) {
   if (active_set_refuses_repack()) return;
   std::mt19937 rng(18);
   ThreadPool two(2);
   const int64_t cols = 512;
   std::vector<Matrix> ms;
-  for (DType type : {DType::Q4_K, DType::Q6_K, DType::Q5_K, DType::Q8_0}) {
-    ms.push_back(make_matrix(type, type == DType::Q6_K ? 45 : 70, cols, rng));
+  for (const auto& [type, rows] : std::vector<std::pair<DType, int64_t>>{{DType::Q4_K, 70},
+                                                                         {DType::Q6_K, 45},
+                                                                         {DType::Q5_K, 70},
+                                                                         {DType::Q8_0, 70},
+                                                                         {DType::Q8_0, 37},
+                                                                         {DType::Q4_0, 70},
+                                                                         {DType::Q4_0, 17}}) {
+    ms.push_back(make_matrix(type, rows, cols, rng));
   }
   const std::vector<std::vector<const Matrix*>> sets = {
-      {&ms[0], &ms[1], &ms[2]}, {&ms[1], &ms[0]}, {&ms[0], &ms[3]}, {&ms[0]}};
+      {&ms[0], &ms[1], &ms[2]}, {&ms[1], &ms[0]},         {&ms[0], &ms[3]}, {&ms[0]},
+      {&ms[3], &ms[4], &ms[3]}, {&ms[6], &ms[5], &ms[6]}, {&ms[3], &ms[5]}};
   for (int n_tokens : {1, 2, 5, 40}) {
     const std::vector<float> x = random_acts(n_tokens * cols, rng);
     for (const auto& set : sets) {

@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <type_traits>
 #include <vector>
@@ -472,44 +473,80 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
              : std::min<int64_t>(8, (n_groups + n_threads - 1) / n_threads);
 }
 
-// Runs every token over each group of 16 rows, in tiles of up to kPackTokens tokens; a token's
-// arithmetic is the same in every tile size, so its result does not depend on the other tokens
-// of the call. With `packed` (the weights repacked at load, see kernels/repack.h) the groups are
-// read in place: a thread reads its groups as one sequential stream. Otherwise (weights built by
-// hand, prefill only) each thread repacks a group into a buffer of its own (35 KB for Q8_0 at
-// 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
+// Runs every token over groups [g0, g1) of 16 rows, in tiles of up to kPackTokens tokens; a
+// token's arithmetic is the same in every tile size, so its result does not depend on the other
+// tokens of the call. With `packed` (the weights repacked at load, see kernels/repack.h) the
+// groups are read in place: a thread reads its groups as one sequential stream. Otherwise (weights
+// built by hand, prefill only) each thread repacks a group into a buffer of its own (35 KB for
+// Q8_0 at 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
 // (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3.
 template <QKind K>
-void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
-                   const QuantizedActs& acts, float* y, ThreadPool& pool) {
+void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
+                   const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
   constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
   static constexpr auto tiles = packed_tiles<K>();
   const int n_tokens = static_cast<int>(acts.n_tokens);
-  const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
   const size_t quant_bytes = packed_quant_bytes(kType);
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
   const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
-  const int64_t chunk = group_chunk(n_groups, n_tokens, kPackTokens, pool.size());
-  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    uint8_t* buffer = nullptr;
+  uint8_t* buffer = nullptr;
+  if (packed == nullptr) {
+    thread_local Scratch scratch;
+    buffer = static_cast<uint8_t*>(scratch.get(group_bytes));
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t r0 = g * kGroupRows;
+    const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
+    const uint8_t* group = packed + g * group_bytes;
     if (packed == nullptr) {
-      thread_local Scratch scratch;
-      buffer = static_cast<uint8_t*>(scratch.get(group_bytes));
+      pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer,
+                 reinterpret_cast<uint16_t*>(buffer + q_total));
+      group = buffer;
     }
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kGroupRows;
-      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
-      const uint8_t* group = packed + g * group_bytes;
-      if (packed == nullptr) {
-        pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer,
-                   reinterpret_cast<uint16_t*>(buffer + q_total));
-        group = buffer;
-      }
-      const PackedGroup p{group, reinterpret_cast<const uint16_t*>(group + q_total), quant_bytes,
-                          acts.n_blocks};
-      for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
-        tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
-      }
+    const PackedGroup p{group, reinterpret_cast<const uint16_t*>(group + q_total), quant_bytes,
+                        acts.n_blocks};
+    for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
+      tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
+    }
+  }
+}
+
+int64_t group_count(int64_t rows) {
+  return (rows + kGroupRows - 1) / kGroupRows;
+}
+
+template <QKind K>
+void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
+                   const QuantizedActs& acts, float* y, ThreadPool& pool) {
+  const int64_t n_groups = group_count(rows);
+  const int64_t chunk =
+      group_chunk(n_groups, static_cast<int>(acts.n_tokens), kPackTokens, pool.size());
+  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
+    packed_groups<K>(w, w_row_bytes, packed, rows, acts, y, g0, g1);
+  });
+}
+
+// Groups [g0, g1) of one matrix (a part of a parallel section over several).
+struct GroupWork {
+  int64_t n_groups;
+  std::function<void(int64_t g0, int64_t g1)> run;
+};
+
+// Several matrices that read the same input (q, k and v; gate and up) as one parallel section
+// over all their groups laid end to end: in decode the small ones (k and v of a GQA model: 16
+// groups each) no longer cost a section of their own, and the threads' last chunks balance over
+// the whole set instead of each matrix's. Every group runs what it runs in a section of its own.
+void parallel_group_works(ThreadPool& pool, const std::vector<GroupWork>& works, int n_tokens,
+                          int tile_tokens) {
+  int64_t total = 0;
+  for (const GroupWork& w : works) total += w.n_groups;
+  const int64_t chunk = group_chunk(total, n_tokens, tile_tokens, pool.size());
+  parallel_rows(pool, total, chunk, [&](int64_t g0, int64_t g1) {
+    int64_t base = 0;
+    for (const GroupWork& w : works) {
+      const int64_t lo = std::max(g0, base), hi = std::min(g1, base + w.n_groups);
+      if (lo < hi) w.run(lo - base, hi - base);
+      base += w.n_groups;
     }
   });
 }
@@ -574,37 +611,42 @@ PackedKActs quantize_k_acts(const float* x, int n_tokens, int64_t cols, ThreadPo
   return acts;
 }
 
-// Q4_K / Q5_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens.
+// Q4_K / Q5_K / Q6_K weights repacked at load (packed_kquants.h), for any number of tokens:
+// groups [g0, g1).
 template <typename Kind>
-void packed_k_matmul(const uint8_t* packed, int64_t rows, int64_t cols, const PackedKActs& acts,
-                     int n_tokens, float* y, ThreadPool& pool) {
+void packed_k_groups(const uint8_t* packed, int64_t rows, int64_t cols, const PackedKActs& acts,
+                     int n_tokens, float* y, int64_t g0, int64_t g1) {
   static constexpr auto tiles = packed_k_tiles<Kind>();
-  const int64_t n_groups = (rows + kGroupRows - 1) / kGroupRows;
   const size_t group_bytes = packed_group_bytes(Kind::kType, cols);
-  const int64_t chunk = group_chunk(n_groups, n_tokens, kPackedKTokens, pool.size());
-  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    for (int64_t g = g0; g < g1; ++g) {
-      const int64_t r0 = g * kGroupRows;
-      const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
-      for (int t0 = 0; t0 < n_tokens; t0 += kPackedKTokens) {
-        tiles[std::min(kPackedKTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0,
-                                                           y + r0, rows, valid);
-      }
+  for (int64_t g = g0; g < g1; ++g) {
+    const int64_t r0 = g * kGroupRows;
+    const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
+    for (int t0 = 0; t0 < n_tokens; t0 += kPackedKTokens) {
+      tiles[std::min(kPackedKTokens, n_tokens - t0) - 1](packed + g * group_bytes, acts, t0, y + r0,
+                                                         rows, valid);
     }
-  });
+  }
 }
 
-void packed_k_matmul(const TensorView& w, const PackedKActs& acts, int n_tokens, float* y,
-                     ThreadPool& pool) {
+// The groups of one repacked K-quant matrix as a part of a parallel section.
+GroupWork packed_k_work(const TensorView& w, const PackedKActs& acts, int n_tokens, float* y) {
   const auto* packed = static_cast<const uint8_t*>(w.packed);
   const int64_t rows = w.n_rows(), cols = w.row_length();
+  GroupWork work{group_count(rows), {}};
   if (w.type == DType::Q4_K) {
-    packed_k_matmul<PackedQ4k>(packed, rows, cols, acts, n_tokens, y, pool);
+    work.run = [=, &acts](int64_t g0, int64_t g1) {
+      packed_k_groups<PackedQ4k>(packed, rows, cols, acts, n_tokens, y, g0, g1);
+    };
   } else if (w.type == DType::Q5_K) {
-    packed_k_matmul<PackedQ5k>(packed, rows, cols, acts, n_tokens, y, pool);
+    work.run = [=, &acts](int64_t g0, int64_t g1) {
+      packed_k_groups<PackedQ5k>(packed, rows, cols, acts, n_tokens, y, g0, g1);
+    };
   } else {
-    packed_k_matmul<PackedQ6k>(packed, rows, cols, acts, n_tokens, y, pool);
+    work.run = [=, &acts](int64_t g0, int64_t g1) {
+      packed_k_groups<PackedQ6k>(packed, rows, cols, acts, n_tokens, y, g0, g1);
+    };
   }
+  return work;
 }
 #endif
 
@@ -661,6 +703,35 @@ int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
   return std::max<int64_t>(chunk, kTileRows);
 }
 
+// x's n_tokens rows (cols each) as Q8_0 blocks with their scales and biases (quantize_tokens),
+// over the pool when there is enough work. In this thread's scratch until the next call.
+QuantizedActs quantize_q8_acts(const float* x, int n_tokens, int64_t cols, int32_t bias_mult,
+                               ThreadPool& pool) {
+  const int64_t n_blocks = cols / 32;
+  const size_t q_bytes = static_cast<size_t>(n_tokens * cols);
+  const size_t meta_bytes = static_cast<size_t>(n_tokens * n_blocks) * 4;
+  thread_local Scratch scratch;
+  auto* base = static_cast<uint8_t*>(scratch.get(q_bytes + 2 * meta_bytes + 64));
+  // q_bytes is a multiple of 32, so the metadata arrays stay 4-byte aligned.
+  const QuantizedActs acts{reinterpret_cast<int8_t*>(base),
+                           reinterpret_cast<float*>(base + q_bytes),
+                           reinterpret_cast<int32_t*>(base + q_bytes + meta_bytes),
+                           cols,
+                           n_blocks,
+                           n_tokens};
+  const int n_threads = pool.size();
+  if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
+    pool.run([&](int i) {
+      const int t0 = static_cast<int>(int64_t{n_tokens} * i / n_threads);
+      const int t1 = static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads);
+      quantize_tokens(x, t0, t1, bias_mult, acts);
+    });
+  } else {
+    quantize_tokens(x, 0, n_tokens, bias_mult, acts);
+  }
+  return acts;
+}
+
 // The types of kernels/block_types.h: activations quantised once per call, then one dot
 // product per (row, token). For several tokens a chunk of rows stays in L2 while every token
 // passes over it.
@@ -691,16 +762,21 @@ void block_type_matmul(const BlockTypeKernels& k, const uint8_t* w, size_t w_row
   });
 }
 
+// Refuses a tensor whose data cannot hold its rows.
+void check_weight_data(const TensorView& w) {
+  const size_t needed = row_bytes(w.type, w.row_length()) * static_cast<size_t>(w.n_rows());
+  if (w.data == nullptr || w.bytes < needed) {
+    fail("matmul: weight tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ", needed);
+  }
+}
+
 }  // namespace
 
 void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadPool& shared_pool) {
   const int64_t cols = w.row_length();
   const int64_t rows = w.n_rows();
   const size_t w_row_bytes = row_bytes(w.type, cols);
-  if (w.data == nullptr || w.bytes < w_row_bytes * static_cast<size_t>(rows)) {
-    fail("matmul: weight tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ",
-         w_row_bytes * static_cast<size_t>(rows));
-  }
+  check_weight_data(w);
   if (n_tokens <= 0 || rows == 0) return;
   ThreadPool& pool = pool_for(rows * cols * n_tokens, shared_pool);
   const auto* wdata = static_cast<const uint8_t*>(w.data);
@@ -710,18 +786,6 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 
   if (w.type == DType::Q8_0 || w.type == DType::Q4_0) {
     const QKind kind = w.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
-    const int64_t n_blocks = cols / 32;
-    const size_t q_bytes = static_cast<size_t>(n_tokens * cols);
-    const size_t meta_bytes = static_cast<size_t>(n_tokens * n_blocks) * 4;
-    thread_local Scratch scratch;
-    auto* base = static_cast<uint8_t*>(scratch.get(q_bytes + 2 * meta_bytes + 64));
-    // q_bytes is a multiple of 32, so the metadata arrays stay 4-byte aligned.
-    const QuantizedActs acts{reinterpret_cast<int8_t*>(base),
-                             reinterpret_cast<float*>(base + q_bytes),
-                             reinterpret_cast<int32_t*>(base + q_bytes + meta_bytes),
-                             cols,
-                             n_blocks,
-                             n_tokens};
 #if defined(K25_MATMUL_PACKED)
     const auto* w_packed = static_cast<const uint8_t*>(w.packed);
     const bool packed = w_packed != nullptr || n_tokens >= kPackMinTokens;
@@ -730,15 +794,7 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 #else
     const int32_t bias_mult = bias_multiplier(kind);
 #endif
-    if (n_threads > 1 && n_tokens >= 2 * n_threads && n_tokens * cols >= (1 << 16)) {
-      pool.run([&](int i) {
-        const int t0 = static_cast<int>(int64_t{n_tokens} * i / n_threads);
-        const int t1 = static_cast<int>(int64_t{n_tokens} * (i + 1) / n_threads);
-        quantize_tokens(x, t0, t1, bias_mult, acts);
-      });
-    } else {
-      quantize_tokens(x, 0, n_tokens, bias_mult, acts);
-    }
+    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, bias_mult, pool);
 #if defined(K25_MATMUL_PACKED)
     if (packed) {
       if (kind == QKind::kQ8) {
@@ -762,7 +818,7 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     const auto& tiles = kind == QKind::kQ8 ? kQ8Tiles : kQ4Tiles;
     parallel_rows(pool, rows, chunk, [&](int64_t r0, int64_t r1) {
       thread_local std::vector<float> scale;
-      scale.resize(static_cast<size_t>(n_blocks) * kTileRows * 4);
+      scale.resize(static_cast<size_t>(acts.n_blocks) * kTileRows * 4);
       for (int t0 = 0; t0 < n_tokens; t0 += tile_tokens) {
         const int nt = std::min(tile_tokens, n_tokens - t0);
         for (int64_t r = r0; r < r1; r += kTileRows) {
@@ -777,7 +833,8 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
 
 #if defined(K25_MATMUL_PACKED)
   if (is_packed_k(w)) {
-    packed_k_matmul(w, quantize_k_acts(x, n_tokens, cols, pool), n_tokens, y, pool);
+    const PackedKActs acts = quantize_k_acts(x, n_tokens, cols, pool);
+    parallel_group_works(pool, {packed_k_work(w, acts, n_tokens, y)}, n_tokens, kPackedKTokens);
     return;
   }
 #endif
@@ -816,23 +873,64 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
   });
 }
 
+namespace {
+
+#if defined(K25_MATMUL_PACKED)
+// matmul_same_input as one parallel section (parallel_group_works) when every matrix is repacked
+// and of one family: Q8_0 or Q4_0 (one type), or the K-quants (one Q8_K quantisation serves Q4_K,
+// Q5_K and Q6_K). False, having done nothing, otherwise.
+bool same_input_section(const TensorView* const* ws, float* const* ys, int n, const float* x,
+                        int n_tokens, ThreadPool& pool) {
+  const TensorView& first = *ws[0];
+  const int64_t cols = first.row_length();
+  const bool legacy = first.type == DType::Q8_0 || first.type == DType::Q4_0;
+  int64_t multiply_adds = 0;
+  for (int i = 0; i < n; ++i) {
+    const TensorView& w = *ws[i];
+    const bool same_family = legacy ? w.type == first.type : is_packed_k(w);
+    if (w.packed == nullptr || !same_family || w.row_length() != cols || w.n_rows() == 0) {
+      return false;
+    }
+    check_weight_data(w);
+    multiply_adds += w.n_rows() * cols * n_tokens;
+  }
+  ThreadPool& p = pool_for(multiply_adds, pool);
+  std::vector<GroupWork> works;
+  if (legacy) {
+    const QKind kind = first.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
+    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, packed_bias_multiplier(kind), p);
+    for (int i = 0; i < n; ++i) {
+      const auto* packed = static_cast<const uint8_t*>(ws[i]->packed);
+      const int64_t rows = ws[i]->n_rows();
+      float* y = ys[i];
+      GroupWork work{group_count(rows), {}};
+      if (kind == QKind::kQ8) {
+        work.run = [=, &acts](int64_t g0, int64_t g1) {
+          packed_groups<QKind::kQ8>(nullptr, 0, packed, rows, acts, y, g0, g1);
+        };
+      } else {
+        work.run = [=, &acts](int64_t g0, int64_t g1) {
+          packed_groups<QKind::kQ4>(nullptr, 0, packed, rows, acts, y, g0, g1);
+        };
+      }
+      works.push_back(std::move(work));
+    }
+    parallel_group_works(p, works, n_tokens, kPackTokens);
+    return true;
+  }
+  const PackedKActs acts = quantize_k_acts(x, n_tokens, cols, p);
+  for (int i = 0; i < n; ++i) works.push_back(packed_k_work(*ws[i], acts, n_tokens, ys[i]));
+  parallel_group_works(p, works, n_tokens, kPackedKTokens);
+  return true;
+}
+#endif
+
+}  // namespace
+
 void matmul_same_input(const TensorView* const* ws, float* const* ys, int n, const float* x,
                        int n_tokens, ThreadPool& pool) {
 #if defined(K25_MATMUL_PACKED)
-  // Prefill of repacked K-quants (q/k/v, gate/up of a Q4_K_M file): one quantisation for all.
-  const int64_t cols = n > 0 ? ws[0]->row_length() : 0;
-  bool shared = n_tokens > 1 && n > 1;
-  int64_t multiply_adds = 0;
-  for (int i = 0; shared && i < n; ++i) {
-    shared = is_packed_k(*ws[i]) && ws[i]->row_length() == cols && ws[i]->n_rows() > 0;
-    multiply_adds += ws[i]->n_rows() * cols * n_tokens;
-  }
-  if (shared) {
-    ThreadPool& p = pool_for(multiply_adds, pool);
-    const PackedKActs acts = quantize_k_acts(x, n_tokens, cols, p);
-    for (int i = 0; i < n; ++i) packed_k_matmul(*ws[i], acts, n_tokens, ys[i], p);
-    return;
-  }
+  if (n > 1 && n_tokens > 0 && same_input_section(ws, ys, n, x, n_tokens, pool)) return;
 #endif
   for (int i = 0; i < n; ++i) matmul(*ws[i], x, n_tokens, ys[i], pool);
 }
