@@ -138,6 +138,7 @@ class SilentServer {
   }
   ~SilentServer() { close(fd_); }
   int port() const { return port_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_ = -1;
@@ -148,22 +149,10 @@ class SilentServer {
 // SELECT) OK. Every connection is served at once by a thread of its own.
 class EmptyRedis {
  public:
-  EmptyRedis() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-    EXPECT_EQ(listen(fd_, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-    acceptor_ = std::thread([this] { accept_all(); });
-  }
+  EmptyRedis() : acceptor_([this] { accept_all(); }) {}
   ~EmptyRedis() {
-    shutdown(fd_, SHUT_RDWR);
+    shutdown(listener_.fd(), SHUT_RDWR);
     acceptor_.join();
-    close(fd_);
     {
       std::lock_guard lock(mutex_);
       for (int c : clients_) shutdown(c, SHUT_RDWR);
@@ -171,12 +160,12 @@ class EmptyRedis {
     for (std::thread& t : served_) t.join();
     for (int c : clients_) close(c);
   }
-  int port() const { return port_; }
+  int port() const { return listener_.port(); }
 
  private:
   void accept_all() {
     for (;;) {
-      const int c = accept(fd_, nullptr, nullptr);
+      const int c = accept(listener_.fd(), nullptr, nullptr);
       if (c < 0) return;
       std::lock_guard lock(mutex_);
       clients_.push_back(c);
@@ -228,12 +217,11 @@ class EmptyRedis {
     }
   }
 
-  int fd_ = -1;
-  int port_ = 0;
+  SilentServer listener_;  // the listening socket; this class does the answering
   std::mutex mutex_;
   std::vector<int> clients_;
   std::vector<std::thread> served_;
-  std::thread acceptor_;
+  std::thread acceptor_;  // last: starts once the members above exist
 };
 
 int closed_port() {
