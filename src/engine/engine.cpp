@@ -336,10 +336,7 @@ void Engine::expire_queued() {
 void Engine::step() {
   if (l3_) advance_kv_tiers();
   map_cached_prefixes();
-  if (l3_) {
-    if (await_new_probes()) map_cached_prefixes();  // the answered ones may join this step
-    collect_l3_restores(Clock::now());  // a restore from memory (the shared tier's) ends at once
-  }
+  if (l3_ && await_new_probes()) map_cached_prefixes();  // the answered ones may join this step
   std::optional<ScheduledStep> scheduled = schedule(Clock::now());
   if (!scheduled) return;
   make_resident(*scheduled);

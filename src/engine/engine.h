@@ -198,7 +198,8 @@ class Engine {
   // Gives the sequence `pages` (cached, in position order) as its first positions.
   void adopt_prefix(Sequence& seq, const std::vector<PageId>& pages);
   // Starts reading the chain's pages [l2_pages.size(), n_pages) that L3 holds into fresh L2
-  // pages; false (nothing started) when there is no page to read into.
+  // pages (ended at once when the tier has them in memory); false (nothing started) when there is
+  // no page to read into.
   bool begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages, size_t n_pages);
   // Ends the sequence's restore: the restored pages join the prefix cache and, unless the
   // sequence finished meanwhile, its page table; the rest is recomputed.

@@ -189,7 +189,11 @@ PrefixRestore::Chain Engine::prefix_chain(const Sequence& seq, size_t n_pages) c
 bool Engine::begin_l3_restore(Sequence& seq, const std::vector<PageId>& l2_pages, size_t n_pages) {
   seq.restore =
       PrefixRestore::begin(*l3_, *prefix_, kv_->pool(), prefix_chain(seq, n_pages), l2_pages);
-  return seq.restore.has_value();
+  if (!seq.restore) return false;
+  // A restore from memory (the shared tier's values, read by the probe) is done already: the
+  // sequence may join this step.
+  if (seq.restore->ready(*l3_, Clock::now())) end_l3_restore(seq);
+  return true;
 }
 
 void Engine::end_l3_restore(Sequence& seq) {

@@ -515,22 +515,28 @@ int64_t group_count(int64_t rows) {
   return (rows + kGroupRows - 1) / kGroupRows;
 }
 
-template <QKind K>
-void packed_matmul(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
-                   const QuantizedActs& acts, float* y, ThreadPool& pool) {
-  const int64_t n_groups = group_count(rows);
-  const int64_t chunk =
-      group_chunk(n_groups, static_cast<int>(acts.n_tokens), kPackTokens, pool.size());
-  parallel_rows(pool, n_groups, chunk, [&](int64_t g0, int64_t g1) {
-    packed_groups<K>(w, w_row_bytes, packed, rows, acts, y, g0, g1);
-  });
-}
-
 // Groups [g0, g1) of one matrix (a part of a parallel section over several).
 struct GroupWork {
   int64_t n_groups;
   std::function<void(int64_t g0, int64_t g1)> run;
 };
+
+// The groups of one Q8_0 / Q4_0 matrix (repacked, or with `packed` null packed group by group)
+// as a part of a parallel section.
+GroupWork packed_work(QKind kind, const uint8_t* w, size_t w_row_bytes, const uint8_t* packed,
+                      int64_t rows, const QuantizedActs& acts, float* y) {
+  GroupWork work{group_count(rows), {}};
+  if (kind == QKind::kQ8) {
+    work.run = [=, &acts](int64_t g0, int64_t g1) {
+      packed_groups<QKind::kQ8>(w, w_row_bytes, packed, rows, acts, y, g0, g1);
+    };
+  } else {
+    work.run = [=, &acts](int64_t g0, int64_t g1) {
+      packed_groups<QKind::kQ4>(w, w_row_bytes, packed, rows, acts, y, g0, g1);
+    };
+  }
+  return work;
+}
 
 // Several matrices that read the same input (q, k and v; gate and up) as one parallel section
 // over all their groups laid end to end: in decode the small ones (k and v of a GQA model: 16
@@ -797,11 +803,8 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, bias_mult, pool);
 #if defined(K25_MATMUL_PACKED)
     if (packed) {
-      if (kind == QKind::kQ8) {
-        packed_matmul<QKind::kQ8>(wdata, w_row_bytes, w_packed, rows, acts, y, pool);
-      } else {
-        packed_matmul<QKind::kQ4>(wdata, w_row_bytes, w_packed, rows, acts, y, pool);
-      }
+      parallel_group_works(pool, {packed_work(kind, wdata, w_row_bytes, w_packed, rows, acts, y)},
+                           n_tokens, kPackTokens);
       return;
     }
 #endif
@@ -900,20 +903,8 @@ bool same_input_section(const TensorView* const* ws, float* const* ys, int n, co
     const QKind kind = first.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
     const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, packed_bias_multiplier(kind), p);
     for (int i = 0; i < n; ++i) {
-      const auto* packed = static_cast<const uint8_t*>(ws[i]->packed);
-      const int64_t rows = ws[i]->n_rows();
-      float* y = ys[i];
-      GroupWork work{group_count(rows), {}};
-      if (kind == QKind::kQ8) {
-        work.run = [=, &acts](int64_t g0, int64_t g1) {
-          packed_groups<QKind::kQ8>(nullptr, 0, packed, rows, acts, y, g0, g1);
-        };
-      } else {
-        work.run = [=, &acts](int64_t g0, int64_t g1) {
-          packed_groups<QKind::kQ4>(nullptr, 0, packed, rows, acts, y, g0, g1);
-        };
-      }
-      works.push_back(std::move(work));
+      works.push_back(packed_work(kind, nullptr, 0, static_cast<const uint8_t*>(ws[i]->packed),
+                                  ws[i]->n_rows(), acts, ys[i]));
     }
     parallel_group_works(p, works, n_tokens, kPackTokens);
     return true;
