@@ -76,20 +76,21 @@ results="$out/results-$$.tsv"
 trap 'rm -f "$results"' EXIT
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
-# Read bandwidth at thread count $1, as k25-membw prints it ("read bandwidth, T thread(s): X GB/s"),
-# appended to the results. A VM's bandwidth moves by 20% within minutes, so it is measured next
-# to every decode measurement (before and after) and the table divides by the highest figure of
-# the run: the stricter share.
+# Read bandwidth at thread count $1 next to the decode run of dtype $2, as k25-membw prints it
+# ("read bandwidth, T thread(s): X GB/s"), appended to the results. A VM's bandwidth moves by 20%
+# within minutes, so it is measured right before and after every decode measurement; the table
+# divides by the mean of those two (what the host gave that run) and, in brackets, by the highest
+# figure of the whole run (the stricter share, low whenever the host slowed down for a row).
 measure_bandwidth() {
   [[ -x "$bin/k25-membw" ]] || return 0
   local membw_out
   membw_out="$("$bin/k25-membw" --threads "$1" 2>&1)" ||
     { echo "bench/run.sh: $bin/k25-membw failed: $membw_out" >&2; exit 1; }
   echo "$membw_out" | grep 'read bandwidth' | sed 's/^/bandwidth: /'
-  python3 - "$membw_out" >> "$results" <<'PY'
+  python3 - "$membw_out" "$2" >> "$results" <<'PY'
 import re, sys
 for t, gbs in re.findall(r"read bandwidth, (\d+) thread\(s\): ([0-9.]+) GB/s", sys.argv[1]):
-    print(f"bandwidth\t-\t{t}\t{gbs}")
+    print(f"bandwidth\t{sys.argv[2]}\t{t}\t{gbs}")
 PY
 }
 [[ -x "$bin/k25-membw" ]] || echo "bandwidth: n/a ($bin/k25-membw not built)"
@@ -148,9 +149,9 @@ for dtype in $dtypes; do
   for t in $threads; do
     echo "measuring $dtype, $t thread(s)..."
     pp="$(k25_mean prefill_tokens_per_second -m "$model" --n-prompt 512 -n 0 -t "$t")"
-    measure_bandwidth "$t"
+    measure_bandwidth "$t" "$dtype"
     tg="$(k25_mean tokens_per_second -m "$model" -p "Hello" -n 128 -t "$t" --ignore-eos)"
-    measure_bandwidth "$t"
+    measure_bandwidth "$t" "$dtype"
     printf 'k25\t%s\t%s\t%s\t%s\t%s\n' "$dtype" "$t" "$pp" "$tg" "$bytes" >> "$results"
     if [[ -n "$llama_bench" ]]; then
       peer_json="$("$llama_bench" -m "$model" -p 512 -n 128 -t "$t" -r "$reps" -o json 2>"$out/llama-bench.log")" ||
@@ -169,11 +170,12 @@ done
 python3 - "$results" "$shape" <<'PY'
 import sys
 path, shape = sys.argv[1], sys.argv[2]
-bandwidth, k25, peer = {}, {}, {}
+bandwidth, adjacent, k25, peer = {}, {}, {}, {}
 for line in open(path):
     kind, dtype, threads, *rest = line.rstrip("\n").split("\t")
     if kind == "bandwidth":
         bandwidth.setdefault(threads, []).append(float(rest[0]))
+        adjacent.setdefault((dtype, threads), []).append(float(rest[0]))
     elif kind == "k25":
         k25[(dtype, threads)] = (float(rest[0]), float(rest[1]), int(rest[2]))
     else:
@@ -191,15 +193,20 @@ rows = []
 for (dtype, threads), (pp, tg, size) in k25.items():
     ppp, ptg = peer.get((dtype, threads), (None, None))
     gbs = size * tg / 1e9
-    share = None if threads not in bandwidth else 100 * gbs / max(bandwidth[threads])
+    share = "n/a"
+    if (dtype, threads) in adjacent:
+        near = adjacent[(dtype, threads)]
+        share = (f"{100 * gbs * len(near) / sum(near):.0f}% "
+                 f"[{100 * gbs / max(bandwidth[threads]):.0f}%]")
     rows.append([dtype, threads, num(pp), num(ppp), num(ratio(pp, ppp)), num(tg), num(ptg),
-                 num(ratio(tg, ptg)), num(gbs), num(share, "{:.0f}%")])
+                 num(ratio(tg, ptg)), num(gbs), share])
 print()
 measured = ", ".join(f"{t} thread(s) {min(b):.1f}-{max(b):.1f} GB/s ({len(b)} measurements)"
                      for t, b in bandwidth.items()) or "n/a"
 print(f"shape {shape}; read bandwidth: {measured}")
 print("decode GB/s = weight bytes one token reads (bench/weight_bytes_per_token.py: MoE experts at")
-print("used/count) x decode tok/s; % of the highest read bandwidth measured at the same thread count")
+print("used/count) x decode tok/s; % of the mean read bandwidth measured right before and after")
+print("that decode run [% of the highest measured in the whole run at the same thread count]")
 print("| " + " | ".join(head) + " |")
 print("|" + "|".join("---" for _ in head) + "|")
 for row in rows:

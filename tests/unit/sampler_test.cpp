@@ -169,6 +169,26 @@ TEST(Sampler, TopKLimitsToBestTokens) {
   EXPECT_TRUE(counts.count(0));
 }
 
+// A large vocabulary of ties (13 distinct logits) with NaNs among them: top-k keeps the k best by
+// logit, the lowest ids among equals, and never a NaN, wherever they stand in the vocabulary.
+TEST(Sampler, TopKOfManyTiesKeepsTheLowestIdsOfTheBestLogit) {
+  constexpr int kVocab = 5000, kTopK = 40;
+  std::vector<float> logits(kVocab);
+  for (int i = 0; i < kVocab; ++i) logits[i] = static_cast<float>((i * 7919) % 13);
+  for (int i = 0; i < kVocab; i += 97) logits[i] = std::nanf("");
+  std::vector<TokenId> best;  // ids of logit 12 in rising order, NaNs left out
+  for (int i = 0; i < kVocab && static_cast<int>(best.size()) < kTopK; ++i) {
+    if (logits[i] == 12.0f) best.push_back(i);
+  }
+  SamplingParams p = plain(1.0f, 41);
+  p.top_k = kTopK;
+  Sampler sampler(p, kVocab);
+  const auto counts = histogram(sampler, logits, 4000);
+  std::vector<TokenId> drawn;
+  for (const auto& [token, count] : counts) drawn.push_back(token);
+  EXPECT_EQ(drawn, best);  // each of the 40 equal tokens has 1/40: all of them come out
+}
+
 TEST(Sampler, TopPKeepsSmallestPrefix) {
   // Sorted probabilities 0.5, 0.3, 0.15, 0.05 scattered over ids; top_p 0.75 keeps {0.5, 0.3}.
   const std::vector<float> logits = logits_for({0.15, 0.5, 0.05, 0.3});
