@@ -131,10 +131,11 @@ void Sampler::apply_openai_adjustments(float* logits) const {
 }
 
 // The top_k best logits of the whole vocabulary, best first, in one pass: a heap of the best so
-// far whose front is the worst of them, so almost every logit is turned away by one comparison
-// (a 152k vocabulary: about a tenth of building every candidate and partially sorting them). Ids
-// rise through the pass, so a newcomer tied with the worst ranks after it and is turned away too;
-// the result is that of the partial sort over all candidates.
+// far whose front is the worst of them, so almost every logit is turned away by one comparison,
+// and no candidate is written for every token first (a 152k vocabulary: the sampler's share of a
+// 1-thread qwen3moe-small run went from 1.95% to 1.47% in perf). Ids rise through the pass, so a
+// newcomer tied with the worst ranks after it and is turned away too; the result is that of the
+// partial sort over all candidates.
 void Sampler::top_k_of_vocabulary(const float* logits) {
   const auto k = static_cast<size_t>(params_.top_k);
   for (int i = 0; i < n_vocab_; ++i) {
