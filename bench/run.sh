@@ -95,25 +95,24 @@ PY
 }
 [[ -x "$bin/k25-membw" ]] || echo "bandwidth: n/a ($bin/k25-membw not built)"
 
-# Runs k25-run generate $reps times and prints the mean of JSON field $1.
-k25_mean() {
+# Runs k25-run generate once and prints JSON field $1.
+k25_once() {
   local field="$1"; shift
-  local values=""
   local line
-  for ((r = 0; r < reps; r++)); do
-    if ! line="$("$bin/k25-run" generate "$@" --json 2>"$out/k25-run.log" | tail -n 1)" ||
-      [[ -z "$line" ]]; then
-      echo "bench/run.sh: k25-run generate $* failed (see $out/k25-run.log)" >&2
-      return 1
-    fi
-    values+="$line"$'\n'
-  done
-  python3 - "$field" "$values" <<'PY'
-import json, sys
-field, text = sys.argv[1], sys.argv[2]
-values = [json.loads(line)[field] for line in text.splitlines() if line.strip()]
-print(sum(values) / len(values))
-PY
+  if ! line="$("$bin/k25-run" generate "$@" --json 2>"$out/k25-run.log" | tail -n 1)" ||
+    [[ -z "$line" ]]; then
+    echo "bench/run.sh: k25-run generate $* failed (see $out/k25-run.log)" >&2
+    return 1
+  fi
+  python3 -c 'import json, sys; print(json.loads(sys.argv[2])[sys.argv[1]])' "$field" "$line"
+}
+
+# Runs llama-bench once (its own warm-up, then one repetition) and prints its tok/s.
+peer_once() {
+  local peer_json
+  peer_json="$("$llama_bench" "$@" -r 1 -o json 2>"$out/llama-bench.log")" ||
+    { echo "llama-bench failed: $* (see $out/llama-bench.log)" >&2; return 1; }
+  python3 -c 'import json, sys; print(json.loads(sys.argv[1])[0]["avg_ts"])' "$peer_json"
 }
 
 for dtype in $dtypes; do
@@ -148,22 +147,21 @@ for dtype in $dtypes; do
     { echo "bench/run.sh: k25-run cannot run $model (see $out/k25-run.log)" >&2; exit 1; }
   for t in $threads; do
     echo "measuring $dtype, $t thread(s)..."
-    pp="$(k25_mean prefill_tokens_per_second -m "$model" --n-prompt 512 -n 0 -t "$t")"
-    measure_bandwidth "$t" "$dtype"
-    tg="$(k25_mean tokens_per_second -m "$model" -p "Hello" -n 128 -t "$t" --ignore-eos)"
-    measure_bandwidth "$t" "$dtype"
-    printf 'k25\t%s\t%s\t%s\t%s\t%s\n' "$dtype" "$t" "$pp" "$tg" "$bytes" >> "$results"
-    if [[ -n "$llama_bench" ]]; then
-      peer_json="$("$llama_bench" -m "$model" -p 512 -n 128 -t "$t" -r "$reps" -o json 2>"$out/llama-bench.log")" ||
-        { echo "llama-bench failed on $model (see $out/llama-bench.log)" >&2; exit 1; }
-      python3 - "$peer_json" "$dtype" "$t" >> "$results" <<'PY'
-import json, sys
-rows, dtype, threads = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-pp = next(r["avg_ts"] for r in rows if r["n_prompt"] > 0 and r["n_gen"] == 0)
-tg = next(r["avg_ts"] for r in rows if r["n_gen"] > 0 and r["n_prompt"] == 0)
-print(f"peer\t{dtype}\t{threads}\t{pp}\t{tg}\t-")
-PY
-    fi
+    # k25 and the peer take turns within every repetition, so both see the host in the same
+    # state: a VM's speed moves by a fifth between minutes.
+    for ((r = 0; r < reps; r++)); do
+      pp="$(k25_once prefill_tokens_per_second -m "$model" --n-prompt 512 -n 0 -t "$t")"
+      peer_pp="-"
+      [[ -z "$llama_bench" ]] || peer_pp="$(peer_once -m "$model" -p 512 -n 0 -t "$t")"
+      measure_bandwidth "$t" "$dtype"
+      tg="$(k25_once tokens_per_second -m "$model" -p "Hello" -n 128 -t "$t" --ignore-eos)"
+      measure_bandwidth "$t" "$dtype"
+      peer_tg="-"
+      [[ -z "$llama_bench" ]] || peer_tg="$(peer_once -m "$model" -p 0 -n 128 -t "$t")"
+      printf 'k25\t%s\t%s\t%s\t%s\t%s\n' "$dtype" "$t" "$pp" "$tg" "$bytes" >> "$results"
+      [[ -z "$llama_bench" ]] ||
+        printf 'peer\t%s\t%s\t%s\t%s\t-\n' "$dtype" "$t" "$peer_pp" "$peer_tg" >> "$results"
+    done
   done
 done
 
@@ -177,9 +175,15 @@ for line in open(path):
         bandwidth.setdefault(threads, []).append(float(rest[0]))
         adjacent.setdefault((dtype, threads), []).append(float(rest[0]))
     elif kind == "k25":
-        k25[(dtype, threads)] = (float(rest[0]), float(rest[1]), int(rest[2]))
+        k25.setdefault((dtype, threads), []).append((float(rest[0]), float(rest[1]), int(rest[2])))
     else:
-        peer[(dtype, threads)] = (float(rest[0]), float(rest[1]))
+        peer.setdefault((dtype, threads), []).append((float(rest[0]), float(rest[1])))
+
+def mean_columns(reps):
+    return tuple(sum(column) / len(column) for column in zip(*reps))
+
+k25 = {key: mean_columns(reps) for key, reps in k25.items()}
+peer = {key: mean_columns(reps) for key, reps in peer.items()}
 
 def num(x, fmt="{:.2f}"):
     return "n/a" if x is None else fmt.format(x)
