@@ -78,9 +78,10 @@ trap 'rm -f "$results"' EXIT
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
 # Read bandwidth at thread count $1 next to the decode run of dtype $2, as k25-membw prints it
 # ("read bandwidth, T thread(s): X GB/s"), appended to the results. A VM's bandwidth moves by 20%
-# within minutes, so it is measured right before and after every decode measurement; the table
-# divides by the mean of those two (what the host gave that run) and, in brackets, by the highest
-# figure of the whole run (the stricter share, low whenever the host slowed down for a row).
+# within minutes, so it is measured right before and after every decode repetition; the table
+# divides by the mean of a row's measurements (what the host gave while it ran) and, in brackets,
+# by the highest figure of the whole run (the stricter share, low whenever the host slowed down
+# for a row).
 measure_bandwidth() {
   [[ -x "$bin/k25-membw" ]] || return 0
   local membw_out
