@@ -51,7 +51,6 @@ class Sampler {
                const std::vector<uint64_t>* allowed);
   void apply_repeat_penalty(float* logits, const std::vector<TokenId>& history);
   void apply_openai_adjustments(float* logits) const;
-  void top_k_of_vocabulary(const float* logits);  // into candidates_, best first
 
   SamplingParams params_;
   int n_vocab_;
