@@ -75,12 +75,12 @@ WeightSet make_weights(DType type, int64_t rows, int64_t cols, size_t min_total_
   return set;
 }
 
-void BM_Matmul(benchmark::State& state, DType type) {
+void run_matmul(benchmark::State& state, DType type, bool from_dram) {
   const int64_t rows = state.range(0);
   const int64_t cols = state.range(1);
   const int n_tokens = static_cast<int>(state.range(2));
   const int n_threads = static_cast<int>(state.range(3));
-  const WeightSet w = make_weights(type, rows, cols, n_tokens == 1 ? (256u << 20) : 0);
+  const WeightSet w = make_weights(type, rows, cols, from_dram ? (256u << 20) : 0);
   std::vector<float> x(static_cast<size_t>(n_tokens) * cols);
   uint64_t s = 12345;
   for (auto& v : x)
@@ -100,6 +100,10 @@ void BM_Matmul(benchmark::State& state, DType type) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(
       iters * 2.0 * static_cast<double>(rows * cols) * n_tokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BM_Matmul(benchmark::State& state, DType type) {
+  run_matmul(state, type, state.range(2) == 1);
 }
 
 void matmul_args(benchmark::internal::Benchmark* b) {
@@ -122,6 +126,22 @@ BENCHMARK_CAPTURE(BM_Matmul, q5_k, DType::Q5_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q6_k, DType::Q6_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q3_k, DType::Q3_K)->Apply(matmul_args);
 BENCHMARK_CAPTURE(BM_Matmul, q2_k, DType::Q2_K)->Apply(matmul_args);
+// Decode on a matrix that stays in the 1 MiB L2 (one copy, 256 x 2048): the kernels' compute
+// rate (weight_GB/s). At 2 threads decode streams at the memory bandwidth only if each thread's
+// compute rate is well above its half of it.
+void in_cache_args(benchmark::internal::Benchmark* b) {
+  b->Args({256, 2048, 1, 1});
+  b->ArgNames({"rows", "cols", "tokens", "threads"})->UseRealTime()->Unit(benchmark::kMicrosecond);
+}
+void BM_MatmulInCache(benchmark::State& state, DType type) {
+  run_matmul(state, type, false);
+}
+BENCHMARK_CAPTURE(BM_MatmulInCache, q8_0, DType::Q8_0)->Apply(in_cache_args);
+BENCHMARK_CAPTURE(BM_MatmulInCache, q4_0, DType::Q4_0)->Apply(in_cache_args);
+BENCHMARK_CAPTURE(BM_MatmulInCache, q4_k, DType::Q4_K)->Apply(in_cache_args);
+BENCHMARK_CAPTURE(BM_MatmulInCache, q5_k, DType::Q5_K)->Apply(in_cache_args);
+BENCHMARK_CAPTURE(BM_MatmulInCache, q6_k, DType::Q6_K)->Apply(in_cache_args);
+
 // The types of kernels/block_types.h: decode on the TinyLlama shapes, and one prefill.
 void block_type_args(benchmark::internal::Benchmark* b) {
   for (int threads : {1, 2}) {

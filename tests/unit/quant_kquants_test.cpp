@@ -3,6 +3,7 @@
 // and matmul against vec_dot (bitwise), and the encoders' round-trip error and determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
@@ -222,6 +223,68 @@ INSTANTIATE_TEST_SUITE_P(Types, KQuantTest, ::testing::ValuesIn(kTypes), type_na
 
 uint16_t half(float f) {
   return f32_to_f16(f);
+}
+
+// llama.cpp's quantize_row_q8_K written out here, the definition the dispatched (vectorised)
+// quantiser must reproduce byte for byte.
+BlockQ8_K q8_k_definition(const float* x) {
+  BlockQ8_K y{};
+  float max = 0.0f, amax = 0.0f;
+  for (int j = 0; j < 256; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax == 0.0f) return y;
+  const float iscale = -127.0f / max;
+  for (int j = 0; j < 256; ++j) {
+    if (std::isnan(x[j])) continue;  // its byte is unspecified
+    y.qs[j] = static_cast<int8_t>(std::min(127, static_cast<int>(std::nearbyint(iscale * x[j]))));
+  }
+  for (int j = 0; j < 16; ++j) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += y.qs[16 * j + i];
+    y.bsums[j] = static_cast<int16_t>(sum);
+  }
+  y.d = 1.0f / iscale;
+  return y;
+}
+
+TEST(Q8KActs, AreLlamaCppsQuantiserByteForByte) {
+  std::mt19937 rng(11);
+  std::vector<std::vector<float>> blocks;
+  for (int i = 0; i < 40; ++i) blocks.push_back(normal_floats(256, rng, i % 2 ? 1.0f : 1e-3f));
+  // The largest magnitude twice with opposite signs: the first one sets the scale's sign.
+  for (int first : {3, 200}) {
+    std::vector<float> x = normal_floats(256, rng, 0.1f);
+    x[first] = 2.0f;
+    x[first == 3 ? 200 : 3] = -2.0f;
+    blocks.push_back(x);
+  }
+  // Halves: products that land on .5 round to even.
+  std::vector<float> halves(256);
+  for (int j = 0; j < 256; ++j) halves[j] = static_cast<float>(j % 255 - 127) * 0.5f;
+  halves[0] = -127.0f;
+  blocks.push_back(halves);
+  blocks.emplace_back(256, 0.0f);  // all zero
+  std::vector<float> nan_one = normal_floats(256, rng);
+  nan_one[17] = std::nanf("");  // NaN is skipped by the largest-magnitude scan
+  blocks.push_back(nan_one);
+
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    BlockQ8_K got;
+    std::memset(&got, 0x5a, sizeof(got));
+    quantize_acts(ActFormat::kQ8_K, blocks[i].data(), &got, 256);
+    const BlockQ8_K want = q8_k_definition(blocks[i].data());
+    if (i + 1 == blocks.size()) {  // the NaN's own byte is unspecified
+      got.qs[17] = want.qs[17];
+      got.bsums[1] = want.bsums[1];
+    }
+    EXPECT_EQ(std::memcmp(got.qs, want.qs, sizeof(want.qs)), 0) << "block " << i;
+    EXPECT_EQ(std::memcmp(got.bsums, want.bsums, sizeof(want.bsums)), 0) << "block " << i;
+    EXPECT_EQ(got.d, want.d) << "block " << i;
+  }
 }
 
 TEST(KQuantDequantize, Q6_KHandBuiltBlock) {
