@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -187,6 +188,30 @@ TEST(Sampler, TopKOfManyTiesKeepsTheLowestIdsOfTheBestLogit) {
   std::vector<TokenId> drawn;
   for (const auto& [token, count] : counts) drawn.push_back(token);
   EXPECT_EQ(drawn, best);  // each of the 40 equal tokens has 1/40: all of them come out
+}
+
+// With a k of 3 the k best of a large vocabulary are each drawn about a third of the time,
+// wherever they stand: in the first logits, inside later stretches the scan may pass over, in
+// the last few that fit no stretch, and next to logits that almost beat them.
+TEST(Sampler, TopKFindsTheBestWhereverTheyStand) {
+  constexpr int kVocab = 64 * 50 + 7;
+  for (const std::vector<int>& places :
+       {std::vector<int>{0, 1, 2}, {70, 2000, kVocab - 1}, {63, 64, kVocab - 7}, {3199, 3200, 5}}) {
+    std::vector<float> logits = random_logits(kVocab, 99);
+    for (float& l : logits) l = std::min(l, 10.0f);
+    for (size_t r = 0; r < places.size(); ++r) logits[places[r]] = 20.0f + 0.01f * r;
+    logits[places[0] + (places[0] + 1 < kVocab ? 1 : -1)] =
+        std::max(logits[places[0] + (places[0] + 1 < kVocab ? 1 : -1)], 19.99f);  // almost the best
+    SamplingParams p = plain(1.0f, 17);
+    p.top_k = 3;
+    Sampler sampler(p, kVocab);
+    const auto counts = histogram(sampler, logits, 3000);
+    std::vector<TokenId> drawn;
+    for (const auto& [token, count] : counts) drawn.push_back(token);
+    std::vector<TokenId> want(places.begin(), places.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(drawn, want);
+  }
 }
 
 TEST(Sampler, TopPKeepsSmallestPrefix) {
