@@ -41,7 +41,7 @@ asan-test:
 # The tests whose code runs on more than one thread: the engine and its scheduler, the server
 # (in process), the KV tiers' I/O threads and the primitives they share.
 TSAN_TESTS := Engine* */Engine* ElasticScheduler* Server* ToolCallsServer* FlashApi* OpenAiFields* \
-  EventChannel* ThreadPoolTest* PromptWorkersTest* FirstTokenWatch* CircuitBreaker* L3* \
+  EventChannel* ThreadPoolTest* ChunkRunsTest* PromptWorkersTest* FirstTokenWatch* CircuitBreaker* L3* \
   DiskStoreTest* RedisStore* PagePool* StagingBuffer*
 # Token equality over every reference model: nine minutes under TSan, and the engine threads it
 # runs are the ones the stories260K speculation tests above already exercise.
