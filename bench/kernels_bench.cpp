@@ -191,6 +191,22 @@ BENCHMARK_CAPTURE(BM_KQuantVecDot, q4_k, DType::Q4_K);
 BENCHMARK_CAPTURE(BM_KQuantVecDot, q5_k, DType::Q5_K);
 BENCHMARK_CAPTURE(BM_KQuantVecDot, q6_k, DType::Q6_K);
 
+// An activation row of 2048 quantised to Q8_K, as every K-quant matmul does on one thread.
+void BM_QuantizeQ8K(benchmark::State& state) {
+  const int64_t n = 2048;
+  std::vector<float> x(n);
+  uint64_t s = 99;
+  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(next_random(s) % 2001) - 1000);
+  std::vector<uint8_t> a(act_row_bytes(ActFormat::kQ8_K, n));
+  for (auto _ : state) {
+    quantize_acts(ActFormat::kQ8_K, x.data(), a.data(), n);
+    benchmark::DoNotOptimize(a.data());
+  }
+  state.counters["elements/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * n, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_QuantizeQ8K);
+
 void BM_ThreadPoolRun(benchmark::State& state) {
   ThreadPool& pool = pool_of(static_cast<int>(state.range(0)));
   std::vector<int> sink(pool.size() * 16);

@@ -78,8 +78,9 @@ void quantize_q8_1_acts(const float* x, BlockQ8_1* y, int64_t n) {
 // so that element maps to exactly -127 (llama.cpp's quantize_row_q8_K); q rounds half to even.
 // Returns false, leaving y untouched, when every element is 0 (or NaN).
 #if defined(__AVX2__)
-// AVX2: the same floats and roundings as the scalar form below, so the same bytes; about ten
-// times faster (decode quantises every K-quant matmul's input this way, on one thread).
+// AVX2: the same floats and roundings as the scalar form below, so the same bytes, five times
+// faster (kernels_bench BM_QuantizeQ8K, 2048 elements: 0.38 us against 1.98 us for the scalar
+// form; decode quantises every K-quant matmul's input this way, on one thread).
 inline float horizontal_max(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));
