@@ -31,22 +31,10 @@ class ChunkRuns {
   int n_runs() const { return n_runs_; }
 
   // The next chunk at the front of run `run`, or -1 when it is empty.
-  int64_t take_front(int run) {
-    return take(run, [](uint32_t front, uint32_t back, uint32_t* next_front, uint32_t* next_back) {
-      *next_front = front + 1;
-      *next_back = back;
-      return front;
-    });
-  }
+  int64_t take_front(int run) { return take(run, false); }
 
   // The last chunk of run `run`, or -1 when it is empty.
-  int64_t take_back(int run) {
-    return take(run, [](uint32_t front, uint32_t back, uint32_t* next_front, uint32_t* next_back) {
-      *next_front = front;
-      *next_back = back - 1;
-      return back - 1;
-    });
-  }
+  int64_t take_back(int run) { return take(run, true); }
 
  private:
   // Front and back in one word, so the owner and a thief never both take the last chunk.
@@ -58,19 +46,16 @@ class ChunkRuns {
     return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
   }
 
-  template <typename Step>
-  int64_t take(int run, Step step) {
+  int64_t take(int run, bool from_back) {
     std::atomic<uint64_t>& bounds = runs_[run].bounds;
     uint64_t now = bounds.load(std::memory_order_relaxed);
     for (;;) {
       const auto front = static_cast<uint32_t>(now >> 32);
       const auto back = static_cast<uint32_t>(now);
       if (front >= back) return -1;
-      uint32_t next_front = 0, next_back = 0;
-      const uint32_t chunk = step(front, back, &next_front, &next_back);
-      if (bounds.compare_exchange_weak(now, pack(next_front, next_back),
-                                       std::memory_order_relaxed)) {
-        return chunk;
+      const uint64_t next = from_back ? pack(front, back - 1) : pack(front + 1, back);
+      if (bounds.compare_exchange_weak(now, next, std::memory_order_relaxed)) {
+        return from_back ? back - 1 : front;
       }
     }
   }
