@@ -7,7 +7,8 @@
 // g * packed_group_bytes(type, cols). Within a group, block b's quants take packed_quant_bytes
 // bytes at b * packed_quant_bytes: piece k (64 bytes) holds bytes [4k, 4k + 4) of the block's
 // quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0 quants are stored offset by
-// +128 (unsigned); Q4_0 keeps its nibble bytes. The 16 f16 row scales of all blocks follow the
+// +128 (unsigned) on the sets with VNNI and as they are on the avx2 set; Q4_0 keeps its nibble
+// bytes. The 16 f16 row scales of all blocks follow the
 // quants (block b's at 16 * b). Rows past the end of the tensor are zero with scale 0. So a
 // thread walking its groups reads one sequential stream (two within a group).
 //

@@ -37,19 +37,10 @@
 #include "kernels/set/float_sums.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+#include "kernels/set/vnni.h"
 
 namespace k25::K25_KERNEL_SET {
 namespace {
-
-// VNNI's dpbusd does the u8 x s8 dot of four bytes into an int32 lane in one instruction: 256-bit
-// under AVX-512 VL (the avx512 set) or as AVX-VNNI (the avxvnni set: Alder Lake, Zen 5).
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-#define K25_MATMUL_VNNI 1
-#define K25_DPBUSD256 _mm256_dpbusd_epi32
-#elif defined(__AVXVNNI__)
-#define K25_MATMUL_VNNI 1
-#define K25_DPBUSD256 _mm256_dpbusd_avx_epi32
-#endif
 
 // The tile loops over rows and tokens must be unrolled early enough for GCC to keep the
 // accumulator arrays in registers (otherwise it stores them to the stack every block).

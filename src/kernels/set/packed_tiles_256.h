@@ -7,8 +7,8 @@
 // The integer step for 4 quants of 8 rows with one token:
 // - AVX-VNNI: dpbusd on the stored unsigned quants (Q8_0 offset by +128; the activations' bias
 //   removes 128 * sum(x), or 8 * sum(x) for Q4_0).
-// - AVX2, Q8_0: the sign trick (|w| unsigned times x with w's sign, maddubs then madd), exact:
-//   a pair of products is at most 2 * 128 * 127 < 2^15.
+// - AVX2, Q8_0: the sign trick (|w| unsigned times x with w's sign, maddubs then madd) on the
+//   quants stored signed, exact: a pair of products is at most 2 * 128 * 127 < 2^15.
 // - AVX2, Q4_0: maddubs of the nibbles (0..15) with x, summed in 16 bits over the whole block
 //   (16 products of at most 15 * 127 per lane, < 2^15) and widened once per block: half the
 //   multiplies of the sign trick.
@@ -38,8 +38,8 @@ struct HalfPiece<QKind::kQ8> {
 #if defined(K25_MATMUL_VNNI)
     w = stored;
 #else
-    sign = _mm256_xor_si256(stored, _mm256_set1_epi8(static_cast<char>(0x80)));
-    w = _mm256_abs_epi8(sign);
+    sign = stored;  // stored as they are on this set (kPackedQ8Flip)
+    w = _mm256_abs_epi8(stored);
 #endif
   }
   // dot + the products of these quants with the 4 quants of x at xb (per row).
@@ -87,7 +87,15 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
   const int8_t* xb = xq + 32 * b;
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
-    for (int t = 0; t < T; ++t) dot[t] = _mm256_set1_epi32(bias[t]);
+    for (int t = 0; t < T; ++t) {
+#if defined(K25_MATMUL_VNNI)
+      dot[t] = _mm256_set1_epi32(bias[t]);
+#else
+      // The sign trick has no bias (packed_bias_multiplier): a zero start, which the compiler
+      // folds into the first step, instead of a broadcast per block and token.
+      dot[t] = _mm256_setzero_si256();
+#endif
+    }
     K25_UNROLL8
     for (int k = 0; k < 8; ++k) {
       const HalfPiece<K> piece(w + 64 * k);

@@ -15,6 +15,7 @@
 #include "kernels/set/kquant_blocks.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+#include "kernels/set/vnni.h"
 
 namespace k25::K25_KERNEL_SET {
 
@@ -44,7 +45,7 @@ using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
 template <DType D>
 void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
                       int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
-  constexpr uint8_t kZero = D == DType::Q8_0 ? 0x80 : 0x88;
+  constexpr uint8_t kZero = D == DType::Q8_0 ? kPackedQ8Flip : 0x88;
   constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
   constexpr size_t kPieces = kQuantBytes / 64;
   for (int64_t b = 0; b < n_blocks; ++b) {
@@ -61,7 +62,7 @@ void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
       for (size_t k = 0; k < kPieces; ++k) {
         for (int j = 0; j < 4; ++j) {
           const uint8_t q = static_cast<uint8_t>(block.qs[4 * k + j]);
-          out[64 * k + 4 * i + j] = D == DType::Q8_0 ? q ^ 0x80 : q;
+          out[64 * k + 4 * i + j] = D == DType::Q8_0 ? q ^ kPackedQ8Flip : q;
         }
       }
     }
@@ -78,7 +79,7 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   const __m512i rows =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(static_cast<int32_t>(w_row_bytes)));
-  const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(0x80) : 0);
+  const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(kPackedQ8Flip) : 0);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = group + b * sizeof(Block<D>);
     uint8_t* out = quants + b * kQuantBytes;
@@ -95,7 +96,7 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   // Rows 0..7 and 8..15 of the group: two gathers per piece.
   const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
                                           _mm256_set1_epi32(static_cast<int32_t>(w_row_bytes)));
-  const __m256i offset = _mm256_set1_epi8(D == DType::Q8_0 ? static_cast<char>(0x80) : 0);
+  const __m256i offset = _mm256_set1_epi8(D == DType::Q8_0 ? static_cast<char>(kPackedQ8Flip) : 0);
   const uint8_t* upper = group + 8 * w_row_bytes;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = b * sizeof(Block<D>);
