@@ -18,9 +18,8 @@ size_t packed_group_bytes(DType type, int64_t cols) {
   if (type == DType::Q4_K) return static_cast<size_t>(cols / 256) * kPackedQ4kSuperBytes;
   if (type == DType::Q5_K) return static_cast<size_t>(cols / 256) * kPackedQ5kSuperBytes;
   if (type == DType::Q6_K) return static_cast<size_t>(cols / 256) * kPackedQ6kSuperBytes;
-  const size_t n_blocks = static_cast<size_t>(cols / 32);
-  const size_t bytes = n_blocks * (packed_quant_bytes(type) + 2 * kPackedGroupRows);
-  return (bytes + 63) / 64 * 64;
+  const PackedBlockPairs pairs{packed_quant_bytes(type)};
+  return static_cast<size_t>((cols / 32 + 1) / 2) * pairs.pair_bytes();
 }
 
 void PackedMatrix::Free::operator()(void* p) const {

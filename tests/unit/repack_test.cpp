@@ -79,6 +79,8 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
     const auto* packed = static_cast<const uint8_t*>(m.view.packed);
     const size_t quant_bytes = packed_quant_bytes(type);
     const size_t group_bytes = packed_group_bytes(type, cols);
+    // Blocks in pairs, each pair's quants and then its scales: one stream per group.
+    EXPECT_EQ(group_bytes, ((cols / 32 + 1) / 2) * (2 * quant_bytes + 64));
     const size_t block_bytes = dtype_block_bytes(type);
     const int64_t n_blocks = cols / 32;
     for (int64_t r = 0; r < 32; ++r) {
@@ -86,19 +88,26 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
       const int i = static_cast<int>(r % 16);
       for (int64_t b = 0; b < n_blocks; ++b) {
         uint16_t scale;
-        std::memcpy(&scale, group + n_blocks * quant_bytes + 2 * (16 * b + i), 2);
+        const uint8_t* pair = group + (b / 2) * (2 * quant_bytes + 64);
+        std::memcpy(&scale, pair + 2 * quant_bytes + 32 * (b % 2) + 2 * i, 2);
         const uint8_t* src = m.bytes.data() + r * row_bytes(type, cols) + b * block_bytes;
         uint16_t src_scale = 0;
         if (r < rows) std::memcpy(&src_scale, src, 2);
         EXPECT_EQ(scale, src_scale) << "row " << r << " block " << b;
         for (size_t j = 0; j < quant_bytes / 16; ++j) {
-          const uint8_t got = group[b * quant_bytes + 64 * (j / 4) + 4 * i + j % 4];
+          const uint8_t got = pair[(b % 2) * quant_bytes + 64 * (j / 4) + 4 * i + j % 4];
           uint8_t want = type == DType::Q8_0 ? q8_flip : 0x88;  // a zero quant past the end
           if (r < rows) want = type == DType::Q8_0 ? src[2 + j] ^ q8_flip : src[2 + j];
           ASSERT_EQ(got, want) << dtype_name(type) << " row " << r << " block " << b << " byte "
                                << j;
         }
       }
+    }
+    // 3 blocks: the last pair's second block is zeros, quants and scales.
+    for (int64_t g = 0; g < 2; ++g) {
+      const uint8_t* last_pair = packed + g * group_bytes + (2 * quant_bytes + 64);
+      for (size_t k = 0; k < quant_bytes; ++k) ASSERT_EQ(last_pair[quant_bytes + k], 0) << k;
+      for (size_t k = 0; k < 32; ++k) ASSERT_EQ(last_pair[2 * quant_bytes + 32 + k], 0) << k;
     }
   }
 }

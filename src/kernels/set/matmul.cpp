@@ -429,13 +429,16 @@ constexpr int kPackMinTokens = 16;
 // +3% / +1%, +4% / +10%. The non-temporal hint did as well as T0 on Q4_0.
 constexpr auto kDecodePrefetchHint = _MM_HINT_T0;
 
-// One group of kGroupRows repacked rows (layout in kernels/repack.h): block b's quants at
-// quants + b * quant_bytes, its 16 f16 scales at scales + b * 16.
+// One group of kGroupRows repacked rows (layout in kernels/repack.h).
 struct PackedGroup {
-  const uint8_t* quants;
-  const uint16_t* scales;
-  size_t quant_bytes;
+  const uint8_t* base;
+  PackedBlockPairs pairs;
   int64_t n_blocks;
+  // Block b's quants, and its 16 f16 row scales.
+  const uint8_t* quants(int64_t b) const { return base + pairs.quants_at(b); }
+  const uint16_t* scales(int64_t b) const {
+    return reinterpret_cast<const uint16_t*>(base + pairs.scales_at(b));
+  }
 };
 
 // A group's rows in 256-bit halves of 8 (a 64-byte piece: rows 0-7 in its first 32 bytes).
@@ -483,9 +486,8 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
   static constexpr auto tiles = packed_tiles<K>();
   const int n_tokens = static_cast<int>(acts.n_tokens);
-  const size_t quant_bytes = packed_quant_bytes(kType);
+  const PackedBlockPairs pairs{packed_quant_bytes(kType)};
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
-  const size_t q_total = static_cast<size_t>(acts.n_blocks) * quant_bytes;
   uint8_t* buffer = nullptr;
   if (packed == nullptr) {
     thread_local Scratch scratch;
@@ -496,12 +498,10 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
     const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
     const uint8_t* group = packed + g * group_bytes;
     if (packed == nullptr) {
-      pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer,
-                 reinterpret_cast<uint16_t*>(buffer + q_total));
+      pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer);
       group = buffer;
     }
-    const PackedGroup p{group, reinterpret_cast<const uint16_t*>(group + q_total), quant_bytes,
-                        acts.n_blocks};
+    const PackedGroup p{group, pairs, acts.n_blocks};
     for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
       tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
     }

@@ -83,7 +83,7 @@ struct HalfPiece<QKind::kQ4> {
 template <QKind K, int T>
 inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int8_t* xq,
                             int64_t x_stride, const int32_t* bias, __m256i dot[T]) {
-  const uint8_t* w = p.quants + b * p.quant_bytes + kHalfRows * 4 * half;
+  const uint8_t* w = p.quants(b) + kHalfRows * 4 * half;
   const int8_t* xb = xq + 32 * b;
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
@@ -139,8 +139,8 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
 
 // d_w of the 8 rows of one half.
 inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(
-      reinterpret_cast<const __m128i*>(p.scales + b * kGroupRows + kHalfRows * half)));
+  return _mm256_cvtph_ps(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales(b) + kHalfRows * half)));
 }
 
 // y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T),
@@ -183,9 +183,11 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < a.n_blocks; ++b) {
-    const uint8_t* ahead = p.quants + b * p.quant_bytes + kPrefetchBytes;
-    for (size_t i = 0; i < p.quant_bytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
+    if (b % 2 == 0) {  // a pair of blocks and their scales
+      const uint8_t* ahead = p.quants(b) + kPrefetchBytes;
+      for (size_t i = 0; i < p.pairs.pair_bytes(); i += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
+      }
     }
     const int32_t* bias = a.bias + b * a.n_tokens + t0;
     const float dx = a.d[b * a.n_tokens + t0];

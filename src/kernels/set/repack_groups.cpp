@@ -43,14 +43,16 @@ using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
 
 // Any n_rows, one byte at a time (a tensor's last group).
 template <DType D>
+constexpr PackedBlockPairs kPairs{D == DType::Q8_0 ? 512u : 256u};
+
+template <DType D>
 void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                      int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+                      int64_t n_blocks, uint8_t* group) {
   constexpr uint8_t kZero = D == DType::Q8_0 ? kPackedQ8Flip : 0x88;
-  constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
-  constexpr size_t kPieces = kQuantBytes / 64;
+  constexpr size_t kPieces = kPairs<D>.quant_bytes / 64;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* out = quants + b * kQuantBytes;
-    uint16_t* d = scales + b * kPackedGroupRows;
+    uint8_t* out = group + kPairs<D>.quants_at(b);
+    auto* d = reinterpret_cast<uint16_t*>(group + kPairs<D>.scales_at(b));
     for (int i = 0; i < kPackedGroupRows; ++i) {
       if (i >= n_rows) {
         d[i] = 0;
@@ -72,8 +74,8 @@ void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
 // 16 full rows from r0: each 64-byte piece is a gather of one 4-byte word from each row.
 template <DType D>
 void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t n_blocks,
-                       uint8_t* quants, uint16_t* scales) {
-  constexpr size_t kQuantBytes = D == DType::Q8_0 ? 512 : 256;
+                       uint8_t* packed) {
+  constexpr size_t kQuantBytes = kPairs<D>.quant_bytes;
   const uint8_t* group = w + r0 * w_row_bytes;
 #if defined(__AVX512F__)
   const __m512i rows =
@@ -82,14 +84,14 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(kPackedQ8Flip) : 0);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = group + b * sizeof(Block<D>);
-    uint8_t* out = quants + b * kQuantBytes;
+    uint8_t* out = packed + kPairs<D>.quants_at(b);
     for (size_t k = 0; k < kQuantBytes / 64; ++k) {
       const __m512i piece = _mm512_i32gather_epi32(rows, block + 2 + 4 * k, 1);
       _mm512_store_si512(out + 64 * k, _mm512_xor_si512(piece, offset));
     }
     // The scale is the low half of the word at the block start (the rest is the first quants).
     const __m512i d = _mm512_i32gather_epi32(rows, block, 1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(scales + b * kPackedGroupRows),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed + kPairs<D>.scales_at(b)),
                         _mm512_cvtepi32_epi16(d));
   }
 #else
@@ -100,7 +102,7 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   const uint8_t* upper = group + 8 * w_row_bytes;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = b * sizeof(Block<D>);
-    uint8_t* out = quants + b * kQuantBytes;
+    uint8_t* out = packed + kPairs<D>.quants_at(b);
     for (size_t k = 0; k < kQuantBytes / 64; ++k) {
       const auto* lo = reinterpret_cast<const int*>(group + at + 2 + 4 * k);
       const auto* hi = reinterpret_cast<const int*>(upper + at + 2 + 4 * k);
@@ -109,8 +111,9 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
       _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * k + 32),
                          _mm256_xor_si256(_mm256_i32gather_epi32(hi, rows, 1), offset));
     }
+    uint8_t* scales = packed + kPairs<D>.scales_at(b);
     for (int i = 0; i < kPackedGroupRows; ++i) {
-      std::memcpy(scales + b * kPackedGroupRows + i, group + i * w_row_bytes + at, 2);
+      std::memcpy(scales + 2 * i, group + i * w_row_bytes + at, 2);
     }
   }
 #endif
@@ -118,12 +121,16 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
 
 template <DType D>
 void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                      int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+                      int64_t n_blocks, uint8_t* group) {
   // Gather offsets are 32-bit.
   if (n_rows == kPackedGroupRows && w_row_bytes * kPackedGroupRows < (size_t{1} << 31)) {
-    pack_group_gather<D>(w, w_row_bytes, r0, n_blocks, quants, scales);
+    pack_group_gather<D>(w, w_row_bytes, r0, n_blocks, group);
   } else {
-    pack_group_bytes<D>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+    pack_group_bytes<D>(w, w_row_bytes, r0, n_rows, n_blocks, group);
+  }
+  if (n_blocks % 2 == 1) {  // the last pair's missing block: zero quants and scales
+    std::memset(group + kPairs<D>.quants_at(n_blocks), 0, kPairs<D>.quant_bytes);
+    std::memset(group + kPairs<D>.scales_at(n_blocks), 0, 2 * kPackedGroupRows);
   }
 }
 
@@ -188,11 +195,11 @@ void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
 }  // namespace
 
 void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                int64_t n_blocks, uint8_t* quants, uint16_t* scales) {
+                int64_t n_blocks, uint8_t* group) {
   if (type == DType::Q8_0) {
-    pack_group_typed<DType::Q8_0>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+    pack_group_typed<DType::Q8_0>(w, w_row_bytes, r0, n_rows, n_blocks, group);
   } else {
-    pack_group_typed<DType::Q4_0>(w, w_row_bytes, r0, n_rows, n_blocks, quants, scales);
+    pack_group_typed<DType::Q4_0>(w, w_row_bytes, r0, n_rows, n_blocks, group);
   }
 }
 #endif  // K25_MATMUL_PACKED
@@ -237,7 +244,6 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       const int64_t rows = w.n_rows();
       const size_t w_row_bytes = row_bytes(w.type, cols);
       const size_t group_bytes = packed_group_bytes(w.type, cols);
-      const size_t quant_bytes = packed_quant_bytes(w.type);
       uint8_t* base = out[it.tensor].mutable_data();
       for (int64_t g = it.g0; g < it.g1; ++g) {
         uint8_t* group = base + g * group_bytes;
@@ -251,8 +257,7 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
         } else if (w.type == DType::Q6_K) {
           pack_group_q6_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else {
-          pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group,
-                     reinterpret_cast<uint16_t*>(group + (cols / 32) * quant_bytes));
+          pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group);
         }
       }
       if (on_repacked) {

@@ -36,10 +36,10 @@ RepackMatricesFn repack_matrices;
 
 #if defined(K25_MATMUL_PACKED)
 // Packs rows [r0, r0 + n_rows) (n_rows <= 16) of a Q8_0 / Q4_0 matrix with n_blocks blocks per
-// row and rows w_row_bytes apart into one group of the layout of repack.h: quants at `quants`
-// (64-byte aligned), scales at `scales`.
+// row and rows w_row_bytes apart into one group of the layout of repack.h at `group` (64-byte
+// aligned, packed_group_bytes long).
 void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
-                int64_t n_blocks, uint8_t* quants, uint16_t* scales);
+                int64_t n_blocks, uint8_t* group);
 #endif
 
 const KernelTable& kernel_table();
