@@ -83,7 +83,7 @@ struct HalfPiece<QKind::kQ4> {
 template <QKind K, int T>
 inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int8_t* xq,
                             int64_t x_stride, const int32_t* bias, __m256i dot[T]) {
-  const uint8_t* w = p.quants(b) + kHalfRows * 4 * half;
+  const uint8_t* w = p.quants<K>(b) + kHalfRows * 4 * half;
   const int8_t* xb = xq + 32 * b;
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
@@ -138,9 +138,10 @@ inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int
 }
 
 // d_w of the 8 rows of one half.
+template <QKind K>
 inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
   return _mm256_cvtph_ps(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales(b) + kHalfRows * half)));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales<K>(b) + kHalfRows * half)));
 }
 
 // y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T),
@@ -158,7 +159,7 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
       __m256i dot[T];
       half_block_dots<K, T>(p, half, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
       const float* dx = a.d + b * a.n_tokens + t0;
-      const __m256 dw = half_block_dw(p, half, b);
+      const __m256 dw = half_block_dw<K>(p, half, b);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]),
@@ -184,8 +185,8 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   __m256 acc1 = _mm256_setzero_ps();
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     if (b % 2 == 0) {  // a pair of blocks and their scales
-      const uint8_t* ahead = p.quants(b) + kPrefetchBytes;
-      for (size_t i = 0; i < p.pairs.pair_bytes(); i += 64) {
+      const uint8_t* ahead = p.quants<K>(b) + kPrefetchBytes;
+      for (size_t i = 0; i < kPairs<K>.pair_bytes(); i += 64) {
         _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
       }
     }
@@ -196,9 +197,9 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     half_block_dots<K, 1>(p, 1, b, xq, a.cols, bias, dot1);
     const __m256 x_scale = _mm256_set1_ps(dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[0]),
-                           _mm256_mul_ps(half_block_dw(p, 0, b), x_scale), acc0);
+                           _mm256_mul_ps(half_block_dw<K>(p, 0, b), x_scale), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[0]),
-                           _mm256_mul_ps(half_block_dw(p, 1, b), x_scale), acc1);
+                           _mm256_mul_ps(half_block_dw<K>(p, 1, b), x_scale), acc1);
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);

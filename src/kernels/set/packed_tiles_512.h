@@ -30,7 +30,7 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
     K25_UNROLL8
     for (int t = 0; t < T; ++t) dot[t] = _mm512_set1_epi32(bias[t]);
     if constexpr (K == QKind::kQ8) {
-      const uint8_t* w = p.quants(b);
+      const uint8_t* w = p.quants<K>(b);
       K25_UNROLL8
       for (int k = 0; k < 8; ++k) {
         const __m512i wv = _mm512_load_si512(w + 64 * k);
@@ -40,7 +40,7 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
         }
       }
     } else {
-      const uint8_t* w = p.quants(b);
+      const uint8_t* w = p.quants<K>(b);
       const __m512i low4 = _mm512_set1_epi8(0x0f);
       K25_UNROLL8
       for (int k = 0; k < 4; ++k) {
@@ -55,7 +55,7 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
       }
     }
     const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales(b))));
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales<K>(b))));
     const float* dx = a.d + b * a.n_tokens + t0;
     K25_UNROLL8
     for (int t = 0; t < T; ++t) {
@@ -104,18 +104,18 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
                         int64_t y_stride, int valid_rows) {
   const int8_t* xq = a.q + t0 * a.cols;
   const auto block = [&](int64_t b) {
-    return packed_block_dot<K>(p.quants(b), xq + 32 * b, a.bias[b * a.n_tokens + t0]);
+    return packed_block_dot<K>(p.quants<K>(b), xq + 32 * b, a.bias[b * a.n_tokens + t0]);
   };
   const auto scale = [&](int64_t b) {
     const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales(b))));
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales<K>(b))));
     return _mm512_mul_ps(dw, _mm512_set1_ps(a.d[b * a.n_tokens + t0]));
   };
   __m512 acc = _mm512_setzero_ps();
   int64_t b = 0;
   for (; b + 2 <= a.n_blocks; b += 2) {
-    const uint8_t* ahead = p.quants(b) + kPrefetchBytes;  // the pair of blocks and their scales
-    for (size_t i = 0; i < p.pairs.pair_bytes(); i += 64)
+    const uint8_t* ahead = p.quants<K>(b) + kPrefetchBytes;  // the pair of blocks and their scales
+    for (size_t i = 0; i < kPairs<K>.pair_bytes(); i += 64)
       _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
     const __m512i dot0 = block(b);
     const __m512i dot1 = block(b + 1);
