@@ -10,10 +10,6 @@
 
 namespace k25 {
 
-size_t packed_quant_bytes(DType type) {
-  return type == DType::Q8_0 ? 512 : 256;
-}
-
 size_t packed_group_bytes(DType type, int64_t cols) {
   if (type == DType::Q4_K) return static_cast<size_t>(cols / 256) * kPackedQ4kSuperBytes;
   if (type == DType::Q5_K) return static_cast<size_t>(cols / 256) * kPackedQ5kSuperBytes;

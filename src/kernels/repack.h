@@ -64,7 +64,9 @@ static_assert(kPackedQ4kSuperBytes == 2368 && kPackedQ5kSuperBytes == 2880 &&
               kPackedQ6kSuperBytes == 3392);
 
 // Bytes of one block's quants for the 16 rows of a group: 512 (Q8_0) or 256 (Q4_0).
-size_t packed_quant_bytes(DType type);
+constexpr size_t packed_quant_bytes(DType type) {
+  return type == DType::Q8_0 ? 512 : 256;
+}
 
 // Where block b of a Q8_0 / Q4_0 group lies, in bytes from the group's start (layout above):
 // blocks go in pairs, the quants of blocks 2j and 2j + 1 and then their scales.

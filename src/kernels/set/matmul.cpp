@@ -433,7 +433,7 @@ constexpr auto kDecodePrefetchHint = _MM_HINT_T0;
 // arithmetic then costs a shift and a mask (with the block size read at run time, the avx512
 // set's Q4_0 prefill ran 8-12% slower).
 template <QKind K>
-constexpr PackedBlockPairs kPairs{K == QKind::kQ8 ? 512u : 256u};
+constexpr PackedBlockPairs kPairs{packed_quant_bytes(K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0)};
 
 // One group of kGroupRows repacked rows (layout in kernels/repack.h).
 struct PackedGroup {

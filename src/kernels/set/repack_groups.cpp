@@ -43,7 +43,7 @@ using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
 
 // Any n_rows, one byte at a time (a tensor's last group).
 template <DType D>
-constexpr PackedBlockPairs kPairs{D == DType::Q8_0 ? 512u : 256u};
+constexpr PackedBlockPairs kPairs{packed_quant_bytes(D)};
 
 template <DType D>
 void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
