@@ -488,7 +488,8 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
 // groups are read in place: a thread reads its groups as one sequential stream. Otherwise (weights
 // built by hand, prefill only) each thread repacks a group into a buffer of its own (35 KB for
 // Q8_0 at 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
-// (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3.
+// (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3. The
+// avx512 set takes the groups two at a time when there is more than one token (pair tiles).
 template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
@@ -499,17 +500,33 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   uint8_t* buffer = nullptr;
   if (packed == nullptr) {
     thread_local Scratch scratch;
-    buffer = static_cast<uint8_t*>(scratch.get(group_bytes));
+    buffer = static_cast<uint8_t*>(scratch.get(2 * group_bytes));
   }
+  // Group g (its rows from r0), read in place or packed into the buffer at `slot`.
+  const auto group_at = [&](int64_t g, int64_t r0, int valid, int slot) {
+    if (packed != nullptr) return PackedGroup{packed + g * group_bytes, acts.n_blocks};
+    uint8_t* into = buffer + slot * group_bytes;
+    pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, into);
+    return PackedGroup{into, acts.n_blocks};
+  };
   for (int64_t g = g0; g < g1; ++g) {
     const int64_t r0 = g * kGroupRows;
     const int valid = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0));
-    const uint8_t* group = packed + g * group_bytes;
-    if (packed == nullptr) {
-      pack_group(kType, w, w_row_bytes, r0, valid, acts.n_blocks, buffer);
-      group = buffer;
+#if defined(K25_PACKED_GROUP_PAIRS)
+    if (n_tokens > 1 && g + 1 < g1) {
+      static constexpr auto pair_tiles = packed_pair_tiles<K>();
+      const int valid1 = static_cast<int>(std::min<int64_t>(kGroupRows, rows - r0 - kGroupRows));
+      const PackedGroup p0 = group_at(g, r0, valid, 0);
+      const PackedGroup p1 = group_at(g + 1, r0 + kGroupRows, valid1, 1);
+      for (int t0 = 0; t0 < n_tokens; t0 += kPairTokens) {
+        pair_tiles[std::min(kPairTokens, n_tokens - t0) - 1](p0, p1, acts, t0, y + r0, rows,
+                                                             valid1);
+      }
+      ++g;
+      continue;
     }
-    const PackedGroup p{group, acts.n_blocks};
+#endif
+    const PackedGroup p = group_at(g, r0, valid, 0);
     for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
       tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
     }
