@@ -500,7 +500,7 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   uint8_t* buffer = nullptr;
   if (packed == nullptr) {
     thread_local Scratch scratch;
-    buffer = static_cast<uint8_t*>(scratch.get(2 * group_bytes));
+    buffer = static_cast<uint8_t*>(scratch.get(2 * group_bytes));  // a pair tile's two groups
   }
   // Group g (its rows from r0), read in place or packed into the buffer at `slot`.
   const auto group_at = [&](int64_t g, int64_t r0, int valid, int slot) {
