@@ -336,10 +336,10 @@ void attend_narrow(const AttentionQuery* queries, int nq, const KvSpan* spans, i
 #if defined(__AVX512F__)
 #define K25_ATTN_BLOCKED 1
 
-constexpr int kQueries = 4;
-constexpr int kKeys = 4;                     // keys per dots_block call
-constexpr int kValueCols = 64;               // output columns per weighted_values call
-constexpr int kWideValueQueries = kQueries;  // 16 accumulators already; no wider call
+constexpr int kQueries = 4;       // queries per dots_block call
+constexpr int kKeys = 4;          // keys per dots_block call
+constexpr int kValueCols = 64;    // output columns per weighted_values call
+constexpr int kValueQueries = 4;  // 16 accumulators already; no wider call
 
 // 16 consecutive elements as floats.
 inline __m512 load16(const float* p) {
@@ -376,12 +376,13 @@ inline __m512 reduce16(__m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
 }
 
-// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
-// j]. A missing key's products are zeros, which leave the other sums bit for bit unchanged, so a
-// score does not depend on how many keys shared its call.
-template <typename T>
+// Dots of NQ <= 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i *
+// s_stride + j]. A missing key's products are zeros, which leave the other sums bit for bit
+// unchanged, so a score does not depend on how many keys or queries shared its call. (`spare`
+// is the AVX2 kernel's: these stores are masked.)
+template <int NQ, typename T>
 void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
-                float scale, float* scores, int s_stride) {
+                float scale, float* scores, int s_stride, bool /*spare*/) {
   __m512 acc[16];  // query i, key j at i + 4 * j
   for (auto& a : acc) a = _mm512_setzero_ps();
   __mmask16 present[kKeys];  // masked loads read nothing for missing keys
@@ -389,7 +390,7 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
   for (int c = 0; c < head_dim; c += 16) {
     __m512 kv[kKeys];
     for (int j = 0; j < kKeys; ++j) kv[j] = load16_if(k + j * stride + c, present[j]);
-    for (int i = 0; i < kQueries; ++i) {
+    for (int i = 0; i < NQ; ++i) {
       const __m512 qv = _mm512_loadu_ps(q[i] + c);
       for (int j = 0; j < kKeys; ++j) acc[i + 4 * j] = _mm512_fmadd_ps(qv, kv[j], acc[i + 4 * j]);
     }
@@ -398,7 +399,7 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
   const __mmask8 keep = static_cast<__mmask8>((1u << n_keys) - 1);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, dots);
-  for (int i = 0; i < kQueries; ++i) {
+  for (int i = 0; i < NQ; ++i) {
     _mm_mask_storeu_ps(scores + i * s_stride, keep, _mm_load_ps(lanes + 4 * i));
   }
 }
@@ -430,55 +431,56 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
 
 #elif defined(__AVX2__)
 #define K25_ATTN_BLOCKED 1
-constexpr int kQueries = 4;
-constexpr int kKeys = 3;        // 12 accumulators: 16 ymm registers hold them, the keys and a query
+// 12 accumulators, a query and the keys fill the 16 ymm registers (the compiler takes some keys
+// as memory operands); each query's 4 scores land in one 128-bit vector, stored as they are.
+constexpr int kQueries = 3;
+constexpr int kKeys = 4;
 constexpr int kValueCols = 16;  // 2 vectors of output columns per query
-// Queries per weighted_values call when a call has more than kQueries of them: 12 accumulators,
-// 2 value vectors and a broadcast probability fill the registers, 8 loads per 12 multiply-adds
-// (4 queries: 6 per 8).
-constexpr int kWideValueQueries = 6;
+// 12 accumulators, 2 value vectors and a broadcast probability fill the registers, 8 loads per
+// 12 multiply-adds (4 queries: 6 per 8; 2 or 3 queries of 4 vectors were 10-25% slower).
+constexpr int kValueQueries = 6;
 
-// The 8 lane sums of v[0..7], element k = sum of v[k]: horizontal adds of neighbours, then of
-// pairs, then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)), the same
-// additions in the same order wherever its vector sits in v (and in reduce4).
-inline __m256 reduce8(const __m256 v[8]) {
-  const __m256 h0 = _mm256_hadd_ps(v[0], v[1]), h1 = _mm256_hadd_ps(v[2], v[3]);
-  const __m256 h2 = _mm256_hadd_ps(v[4], v[5]), h3 = _mm256_hadd_ps(v[6], v[7]);
-  const __m256 g0 = _mm256_hadd_ps(h0, h1), g1 = _mm256_hadd_ps(h2, h3);
-  return _mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20), _mm256_permute2f128_ps(g0, g1, 0x31));
-}
-// The same tree for 4 vectors: element k = sum of v[k].
+// The 4 lane sums of v[0..3], element k = sum of v[k]: horizontal adds of neighbours, of pairs,
+// then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)).
 inline __m128 reduce4(const __m256 v[4]) {
   const __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
   return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
 }
 
-// Dots of 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
-// j]. A missing key reads nothing and its products are zeros, so a score does not depend on how
-// many keys shared its call.
-template <typename T>
+// Dots of NQ queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
+// j], for j < n_keys; when `spare` the call may also write zeros at j in [n_keys, kKeys) (the
+// row has room there). A missing key reads nothing and its products are zeros, so a score does
+// not depend on how many keys or queries shared its call.
+template <int NQ, typename T>
 void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
-                float scale, float* scores, int s_stride) {
-  __m256 acc[12];  // query i, key j at i + 4 * j
-  for (auto& a : acc) a = _mm256_setzero_ps();
-  const bool second = n_keys > 1, third = n_keys > 2;
+                float scale, float* scores, int s_stride, bool spare) {
+  __m256 acc[NQ][kKeys];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm256_setzero_ps();
+  }
+  bool present[kKeys];
+  for (int j = 0; j < kKeys; ++j) present[j] = j < n_keys;
   for (int c = 0; c < head_dim; c += 8) {
-    const __m256 k0 = load8(k + c);
-    const __m256 k1 = second ? load8(k + stride + c) : _mm256_setzero_ps();
-    const __m256 k2 = third ? load8(k + 2 * stride + c) : _mm256_setzero_ps();
-    for (int i = 0; i < kQueries; ++i) {
+    __m256 kv[kKeys];
+    for (int j = 0; j < kKeys; ++j) {
+      kv[j] = present[j] ? load8(k + j * stride + c) : _mm256_setzero_ps();
+    }
+    for (int i = 0; i < NQ; ++i) {
       const __m256 qv = _mm256_loadu_ps(q[i] + c);
-      acc[i] = _mm256_fmadd_ps(qv, k0, acc[i]);
-      acc[i + 4] = _mm256_fmadd_ps(qv, k1, acc[i + 4]);
-      acc[i + 8] = _mm256_fmadd_ps(qv, k2, acc[i + 8]);
+      for (int j = 0; j < kKeys; ++j) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
     }
   }
-  const __m256 s = _mm256_set1_ps(scale);
-  alignas(32) float lanes[12];
-  _mm256_store_ps(lanes, _mm256_mul_ps(reduce8(acc), s));
-  _mm_store_ps(lanes + 8, _mm_mul_ps(reduce4(acc + 8), _mm256_castps256_ps128(s)));
-  for (int i = 0; i < kQueries; ++i) {
-    for (int j = 0; j < n_keys; ++j) scores[i * s_stride + j] = lanes[i + 4 * j];
+  const __m128 s = _mm_set1_ps(scale);
+  for (int i = 0; i < NQ; ++i) {
+    const __m128 dots = _mm_mul_ps(reduce4(acc[i]), s);
+    float* row = scores + i * s_stride;
+    if (n_keys == kKeys || spare) {
+      _mm_storeu_ps(row, dots);
+    } else {
+      alignas(16) float lanes[kKeys];
+      _mm_store_ps(lanes, dots);
+      std::copy(lanes, lanes + n_keys, row);
+    }
   }
 }
 
@@ -554,90 +556,85 @@ void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_
   }
 }
 
+// Calls fn(std::integral_constant<int, n>{}) for 1 <= n <= Max: kernels take their query count
+// as a template argument so a call of fewer queries computes only those.
+template <int Max, typename Fn>
+void with_count(int n, Fn&& fn) {
+  if constexpr (Max > 1) {
+    if (n < Max) {
+      with_count<Max - 1>(n, fn);
+      return;
+    }
+  }
+  fn(std::integral_constant<int, Max>{});
+}
+
 // Every query, tile by tile: scores (causal per block), exp per query over its window, then the
-// values, divided by the exp sum at the end. Scores take blocks of kQueries queries; the values
-// take groups of kWideValueQueries when that pads the call no more than blocks of kQueries do.
-// Each score and each output element is computed by the same operations in the same order
-// whatever the other queries of the call are, so results do not depend on how a batch groups
-// its queries.
+// values, divided by the exp sum at the end. Scores take blocks of up to kQueries queries, the
+// values groups of up to kValueQueries. Each score and each output element is computed by the
+// same operations in the same order whatever the other queries of the call are, so results do
+// not depend on how a batch groups its queries.
 template <typename T>
 void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
                     int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
   const int n_blocks = (nq + kQueries - 1) / kQueries;
-  const auto padded = [nq](int g) { return (nq + g - 1) / g * g; };
-  // Wide groups when they pad no more than blocks do (8 queries: two of 4, not two of 6).
-  const int group = padded(kWideValueQueries) <= padded(kQueries) ? kWideValueQueries : kQueries;
-  const int n_groups = (nq + group - 1) / group;
-  const int rows = std::max(n_blocks * kQueries, n_groups * group);
+  const int n_groups = (nq + kValueQueries - 1) / kValueQueries;
   int n = 0;
   for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
   const int s_stride = n;
-  scratch.resize(static_cast<size_t>(rows) * s_stride + head_dim);
+  scratch.resize(static_cast<size_t>(nq) * s_stride);
   float* scores = scratch.data();
-  float* discard = scores + static_cast<size_t>(rows) * s_stride;
-  std::vector<const float*> q(static_cast<size_t>(n_blocks) * kQueries);
-  std::vector<float*> out(rows);
+  std::vector<const float*> q(nq);
+  std::vector<float*> out(nq);
   std::vector<int> limit(n_blocks, 0), group_limit(n_groups, 0);
-  for (int i = 0; i < rows; ++i) {
-    if (i < n_blocks * kQueries) q[i] = queries[i < nq ? i : 0].q;
-    out[i] = i < nq ? queries[i].out : discard;
-    if (i < nq) {
-      limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
-      group_limit[i / group] = std::max(group_limit[i / group], queries[i].n_pos);
-    }
+  for (int i = 0; i < nq; ++i) {
+    q[i] = queries[i].q;
+    out[i] = queries[i].out;
+    limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
+    group_limit[i / kValueQueries] = std::max(group_limit[i / kValueQueries], queries[i].n_pos);
   }
   const auto score_row = [&](int i) { return scores + static_cast<size_t>(i) * s_stride; };
 
   for_each_tile<T>(spans, n_spans, n, false, kv_stride, head_dim,
                    [&](int p0, const T* k0, const T*, size_t offset, int len) {
                      for (int b = 0; b < n_blocks; ++b) {
-                       const int stop = std::min(p0 + len, limit[b]);
-                       const T* k = k0 + offset * kv_stride;
-                       for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
-                         dots_block(&q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p),
-                                    head_dim, scale, score_row(b * kQueries) + p, s_stride);
-                       }
+                       with_count<kQueries>(std::min(kQueries, nq - b * kQueries), [&](auto block) {
+                         const int stop = std::min(p0 + len, limit[b]);
+                         const T* k = k0 + offset * kv_stride;
+                         for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
+                           dots_block<decltype(block)::value>(
+                               &q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p), head_dim,
+                               scale, score_row(b * kQueries) + p, s_stride, p + kKeys <= s_stride);
+                         }
+                       });
                      }
                    });
   std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
-  for (int i = 0; i < rows; ++i) {
+  for (int i = 0; i < nq; ++i) {
     float* row = score_row(i);
+    const AttentionQuery& query = queries[i];
+    inv_sum[i] = normalise_probabilities<T>(row, query.first, query.n_pos, query.stats);
     // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged)
-    // up to the last position its value group reads (none: padding of the last score block).
-    const int values_end = i / group < n_groups ? group_limit[i / group] : 0;
-    if (i >= n_blocks * kQueries) {  // padding of the last value group only
-      std::fill(row, row + values_end, 0.0f);
-      continue;
-    }
-    const int b = i / kQueries;
-    const int n_pos = i < nq ? queries[i].n_pos : limit[b];
-    const int first = i < nq ? queries[i].first : 0;
-    const float factor =
-        normalise_probabilities<T>(row, first, n_pos, i < nq ? queries[i].stats : nullptr);
-    if (i < nq) inv_sum[i] = factor;
-    std::fill(row, row + first, 0.0f);
-    std::fill(row + n_pos, row + std::max(n_pos, values_end), 0.0f);
+    // up to the last position its value group reads.
+    std::fill(row, row + query.first, 0.0f);
+    std::fill(row + query.n_pos, row + group_limit[i / kValueQueries], 0.0f);
   }
-  const auto values_of_group = [&](int g, const T* v, int p0, int stop, int c0) {
-    if (group == kQueries) {
-      weighted_values<kQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
-                                &out[g * group], p0 == 0);
-    } else {
-      weighted_values<kWideValueQueries>(score_row(g * group), s_stride, v, kv_stride, p0, stop, c0,
-                                         &out[g * group], p0 == 0);
-    }
-  };
-  for_each_tile<T>(spans, n_spans, n, true, kv_stride, head_dim,
-                   [&](int p0, const T*, const T* v0, size_t offset, int len) {
-                     for (int g = 0; g < n_groups; ++g) {
-                       const int stop = std::min(p0 + len, group_limit[g]);
-                       if (stop <= p0) continue;
-                       const T* v = v0 + offset * kv_stride;
-                       for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
-                         values_of_group(g, v, p0, stop, c0);
-                       }
-                     }
-                   });
+  for_each_tile<T>(
+      spans, n_spans, n, true, kv_stride, head_dim,
+      [&](int p0, const T*, const T* v0, size_t offset, int len) {
+        for (int g = 0; g < n_groups; ++g) {
+          const int stop = std::min(p0 + len, group_limit[g]);
+          if (stop <= p0) continue;
+          const T* v = v0 + offset * kv_stride;
+          const int first = g * kValueQueries;
+          with_count<kValueQueries>(std::min(kValueQueries, nq - first), [&](auto group) {
+            for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
+              weighted_values<decltype(group)::value>(score_row(first), s_stride, v, kv_stride, p0,
+                                                      stop, c0, &out[first], p0 == 0);
+            }
+          });
+        }
+      });
   for (int i = 0; i < nq; ++i) {
     for (int d = 0; d < head_dim; ++d) queries[i].out[d] *= inv_sum[i];
   }
