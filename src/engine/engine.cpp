@@ -48,6 +48,7 @@ Engine::Engine(Model& model, EngineOptions options)
     CalibratorOptions calibration;
     calibration.target_step_ms = options_.target_step_ms;
     calibration.prior_position_cost = scheduler_.options().position_cost;
+    calibration.configured_budget = scheduler_.options().step_token_budget;
     calibrator_.emplace(calibration);
   }
   stats_.step_token_budget = scheduler_.options().step_token_budget;

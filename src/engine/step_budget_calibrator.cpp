@@ -48,6 +48,7 @@ StepBudgetCalibrator::StepBudgetCalibrator(CalibratorOptions options) : options_
   if (options_.min_budget < 1 || options_.max_budget < options_.min_budget)
     fail("calibrator: need 1 <= min_budget <= max_budget");
   if (!(options_.prior_position_cost >= 0)) fail("calibrator: prior_position_cost must be >= 0");
+  if (options_.configured_budget < 0) fail("calibrator: configured_budget must be >= 0");
 }
 
 void StepBudgetCalibrator::observe(int tokens, double positions, double ms) {
@@ -85,6 +86,18 @@ std::optional<StepCalibration> StepBudgetCalibrator::calibration() const {
     c.fixed_ms = std::max(0.0, two[0]);
     c.per_token_ms = two[1];
     c.position_cost = pc;
+  }
+  if (options_.configured_budget > 0) {
+    // A step filled to the configured budget, with the steps' mean position per token r, holds
+    // budget / (1 + prior * r) tokens, each costing per_token * (1 + position_cost * r).
+    const double r = xtx_[0][2] / xtx_[0][1];
+    const double tokens = options_.configured_budget / (1 + options_.prior_position_cost * r);
+    const double ms = c.fixed_ms + c.per_token_ms * (1 + c.position_cost * r) * tokens;
+    if (ms <= options_.target_step_ms) {
+      c.step_token_budget = options_.configured_budget;
+      c.position_cost = options_.prior_position_cost;
+      return c;
+    }
   }
   const double budget = (options_.target_step_ms - c.fixed_ms) / c.per_token_ms;
   c.step_token_budget = static_cast<int>(

@@ -4,7 +4,10 @@
 // with), by least squares with exponential forgetting, so the fit follows the machine it runs on
 // (its ISA, its memory, other load). A target step time then gives the scheduler's
 // step_token_budget and position_cost (SchedulerOptions): a step of budget B at cost
-// tokens + position_cost * positions takes about target_ms.
+// tokens + position_cost * positions takes about target_ms. With a configured budget the target
+// is a ceiling: the configured budget and position cost stay while a step they fill is predicted
+// to take no longer than the target (on the mix of positions the steps seen had), and the
+// measured ones take over only on a machine where it would take longer.
 #pragma once
 
 #include <array>
@@ -23,7 +26,10 @@ struct CalibratorOptions {
   double target_step_ms = 250;
   double forgetting = 0.97;  // weight of the past per observed step (about 33 steps of memory)
   int min_steps = 6;         // steps seen before the fit is trusted
-  double prior_position_cost = 0;  // used while the steps seen cannot separate the two costs
+  // The configured position cost: used while the steps seen cannot separate the two costs, and
+  // with configured_budget.
+  double prior_position_cost = 0;
+  int configured_budget = 0;  // > 0: the target is a ceiling over this budget (see the top)
   int min_budget = 16;
   int max_budget = 1 << 16;
 };

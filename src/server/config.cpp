@@ -229,8 +229,9 @@ std::vector<ConfigKey> make_keys() {
                          "budget share of a token per position of context (-1: from the model)",
                          &C::step_position_cost, -1, 1));
   k.push_back(double_key("engine.target_step_ms", "--target-step-ms",
-                         "measure the step budget while serving so a step takes about this long "
-                         "(0: use step_token_budget and step_position_cost as given)",
+                         "longest a step should take: where a step of step_token_budget takes "
+                         "longer, the budget and position cost are measured to fit this (0: use "
+                         "them as given)",
                          &C::target_step_ms, 0, 60'000));
   k.push_back(int_key("engine.max_queue", "--max-queue", "waiting requests before 429",
                       &C::max_queue, 0, 1 << 20));

@@ -74,7 +74,7 @@ struct ServerConfig {
   std::string debug_fault;      // testing aid: an exception inside a step (engine/step_fault.h)
   // step budget a token takes per position of context; -1: estimated from the model
   double step_position_cost = -1;
-  double target_step_ms = 0;  // > 0: step budget measured while serving (engine.target_step_ms)
+  double target_step_ms = 150;  // > 0: a ceiling on step time (engine.target_step_ms)
   // sampling defaults for fields a request leaves out
   double temperature = 0.8;
   double top_p = 0.95;

@@ -85,6 +85,26 @@ TEST(StepBudgetCalibrator, TheBudgetStaysWithinItsBounds) {
   EXPECT_EQ(slow.calibration()->step_token_budget, 32);
 }
 
+// With a configured budget the target is a ceiling: a machine fast enough for the configured
+// step keeps it (and its position cost), a slower one gets the measured budget.
+TEST(StepBudgetCalibrator, AConfiguredBudgetStaysWhileItsStepsFitTheTarget) {
+  CalibratorOptions o = target(150);
+  o.configured_budget = 512;
+  o.prior_position_cost = 0.0014;
+  StepBudgetCalibrator fast(o);
+  serve(fast, 5, 0.1, 1e-4, 200, 7);  // a full step: at most 5 + 0.1 * 512 = 56 ms
+  ASSERT_TRUE(fast.calibration().has_value());
+  EXPECT_EQ(fast.calibration()->step_token_budget, 512);
+  EXPECT_DOUBLE_EQ(fast.calibration()->position_cost, 0.0014);
+
+  StepBudgetCalibrator slow(o);
+  serve(slow, 20, 0.5, 1e-3, 200, 8);  // 512 tokens at position 0 alone take 276 ms
+  const auto cal = slow.calibration();
+  ASSERT_TRUE(cal.has_value());
+  EXPECT_NEAR(cal->step_token_budget, 260, 1);  // (150 - 20) / 0.5
+  EXPECT_NEAR(cal->position_cost, 2e-3, 1e-8);
+}
+
 TEST(StepBudgetCalibrator, IgnoresEmptyStepsAndRejectsBadOptions) {
   StepBudgetCalibrator c(target(250));
   for (int i = 0; i < 20; ++i) c.observe(0, 0, 5);
@@ -93,6 +113,9 @@ TEST(StepBudgetCalibrator, IgnoresEmptyStepsAndRejectsBadOptions) {
   CalibratorOptions bad = target(100);
   bad.forgetting = 0;
   EXPECT_THROW(StepBudgetCalibrator{bad}, Error);
+  CalibratorOptions negative = target(100);
+  negative.configured_budget = -1;
+  EXPECT_THROW(StepBudgetCalibrator{negative}, Error);
 }
 
 }  // namespace
