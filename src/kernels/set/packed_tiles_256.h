@@ -15,7 +15,10 @@
 // Every token takes the same integer and float steps in every tile size and in decode, so a
 // token's result does not depend on the rest of the batch.
 
-constexpr int kPackTokens = 4;
+// Prefill tiles: both halves (16 rows) x up to 3 tokens, so each broadcast of x feeds two
+// halves; 6 integer accumulators beside both halves' pieces. 4 tokens were no faster at 512
+// tokens (Q8_0 slower), 6 spilled (half the speed).
+constexpr int kPackTokens = 3;
 
 inline __m256i broadcast4(const int8_t* p) {
   int32_t v;
@@ -42,9 +45,8 @@ struct HalfPiece<QKind::kQ8> {
     w = _mm256_abs_epi8(stored);
 #endif
   }
-  // dot + the products of these quants with the 4 quants of x at xb (per row).
-  __m256i step(__m256i dot, const int8_t* xb) const {
-    const __m256i x = broadcast4(xb);
+  // dot + the products of these quants with x, 4 quants of one token broadcast (per row).
+  __m256i step(__m256i dot, __m256i x) const {
 #if defined(K25_MATMUL_VNNI)
     return K25_DPBUSD256(dot, w, x);
 #else
@@ -64,74 +66,112 @@ struct HalfPiece<QKind::kQ4> {
     lo = _mm256_and_si256(v, low4);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
   }
+  // x_lo, x_hi: x's quants 4k..4k+3 and 16+4k..16+4k+3 of the block, broadcast.
 #if defined(K25_MATMUL_VNNI)
-  __m256i step(__m256i dot, const int8_t* xb, int k) const {
-    return K25_DPBUSD256(K25_DPBUSD256(dot, lo, broadcast4(xb + 4 * k)), hi,
-                         broadcast4(xb + 16 + 4 * k));
+  __m256i step(__m256i dot, __m256i x_lo, __m256i x_hi) const {
+    return K25_DPBUSD256(K25_DPBUSD256(dot, lo, x_lo), hi, x_hi);
   }
 #else
   // 16-bit partial sums of a block (see the top of this file).
-  __m256i step16(__m256i sum16, const int8_t* xb, int k) const {
-    const __m256i a = _mm256_maddubs_epi16(lo, broadcast4(xb + 4 * k));
-    const __m256i b = _mm256_maddubs_epi16(hi, broadcast4(xb + 16 + 4 * k));
+  __m256i step16(__m256i sum16, __m256i x_lo, __m256i x_hi) const {
+    const __m256i a = _mm256_maddubs_epi16(lo, x_lo);
+    const __m256i b = _mm256_maddubs_epi16(hi, x_hi);
     return _mm256_add_epi16(sum16, _mm256_add_epi16(a, b));
   }
 #endif
 };
 
-// The integer dots (plus each token's bias) of block b of one half with tokens [0, T) of xq.
-template <QKind K, int T>
-inline void half_block_dots(const PackedGroup& p, int half, int64_t b, const int8_t* xq,
-                            int64_t x_stride, const int32_t* bias, __m256i dot[T]) {
-  const uint8_t* w = p.quants<K>(b) + kHalfRows * 4 * half;
+// The pieces at w of halves [0, H) (half h's quants are 4 * kHalfRows bytes after half h - 1's).
+template <QKind K, int H>
+inline std::array<HalfPiece<K>, H> pieces_at(const uint8_t* w) {
+  if constexpr (H == 1) {
+    return {HalfPiece<K>(w)};
+  } else {
+    return {HalfPiece<K>(w), HalfPiece<K>(w + kHalfRows * 4)};
+  }
+}
+
+// The integer dots (plus each token's bias) of block b of halves [0, H) with tokens [0, T) of xq:
+// each broadcast of x feeds every half (a broadcast costs a vector-pipe slot like the multiply
+// it feeds, see packed_tiles_512.h).
+template <QKind K, int T, int H>
+inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_t x_stride,
+                       const int32_t* bias, __m256i (&dot)[H][T]) {
+  const uint8_t* w = p.quants<K>(b);
   const int8_t* xb = xq + 32 * b;
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
-    for (int t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
 #if defined(K25_MATMUL_VNNI)
-      dot[t] = _mm256_set1_epi32(bias[t]);
+        dot[h][t] = _mm256_set1_epi32(bias[t]);
 #else
-      // The sign trick has no bias (packed_bias_multiplier): a zero start, which the compiler
-      // folds into the first step, instead of a broadcast per block and token.
-      dot[t] = _mm256_setzero_si256();
+        // The sign trick has no bias (packed_bias_multiplier): a zero start, which the compiler
+        // folds into the first step, instead of a broadcast per block and token.
+        dot[h][t] = _mm256_setzero_si256();
 #endif
+      }
     }
     K25_UNROLL8
     for (int k = 0; k < 8; ++k) {
-      const HalfPiece<K> piece(w + 64 * k);
+      const auto piece = pieces_at<K, H>(w + 64 * k);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        dot[t] = piece.step(dot[t], xb + t * x_stride + 4 * k);
-        keep_as_chain(dot[t]);
+        const __m256i x = broadcast4(xb + t * x_stride + 4 * k);
+        K25_UNROLL
+        for (int h = 0; h < H; ++h) {
+          dot[h][t] = piece[h].step(dot[h][t], x);
+          keep_as_chain(dot[h][t]);
+        }
       }
     }
   } else {
 #if defined(K25_MATMUL_VNNI)
     K25_UNROLL
-    for (int t = 0; t < T; ++t) dot[t] = _mm256_set1_epi32(bias[t]);
-    K25_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const HalfPiece<K> piece(w + 64 * k);
+    for (int h = 0; h < H; ++h) {
       K25_UNROLL
-      for (int t = 0; t < T; ++t) dot[t] = piece.step(dot[t], xb + t * x_stride, k);
+      for (int t = 0; t < T; ++t) dot[h][t] = _mm256_set1_epi32(bias[t]);
     }
-#else
-    __m256i sum16[T];
-    K25_UNROLL
-    for (int t = 0; t < T; ++t) sum16[t] = _mm256_setzero_si256();
     K25_UNROLL
     for (int k = 0; k < 4; ++k) {
-      const HalfPiece<K> piece(w + 64 * k);
+      const auto piece = pieces_at<K, H>(w + 64 * k);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        sum16[t] = piece.step16(sum16[t], xb + t * x_stride, k);
-        keep_as_chain(sum16[t]);
+        const __m256i x_lo = broadcast4(xb + t * x_stride + 4 * k);
+        const __m256i x_hi = broadcast4(xb + t * x_stride + 16 + 4 * k);
+        K25_UNROLL
+        for (int h = 0; h < H; ++h) dot[h][t] = piece[h].step(dot[h][t], x_lo, x_hi);
+      }
+    }
+#else
+    __m256i sum16[H][T];
+    K25_UNROLL
+    for (int h = 0; h < H; ++h) {
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) sum16[h][t] = _mm256_setzero_si256();
+    }
+    K25_UNROLL
+    for (int k = 0; k < 4; ++k) {
+      const auto piece = pieces_at<K, H>(w + 64 * k);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const __m256i x_lo = broadcast4(xb + t * x_stride + 4 * k);
+        const __m256i x_hi = broadcast4(xb + t * x_stride + 16 + 4 * k);
+        K25_UNROLL
+        for (int h = 0; h < H; ++h) {
+          sum16[h][t] = piece[h].step16(sum16[h][t], x_lo, x_hi);
+          keep_as_chain(sum16[h][t]);
+        }
       }
     }
     K25_UNROLL
-    for (int t = 0; t < T; ++t) {
-      dot[t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[t], _mm256_set1_epi16(1)),
-                                _mm256_set1_epi32(bias[t]));
+    for (int h = 0; h < H; ++h) {
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        dot[h][t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[h][t], _mm256_set1_epi16(1)),
+                                     _mm256_set1_epi32(bias[t]));
+      }
     }
 #endif
   }
@@ -144,32 +184,49 @@ inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales<K>(b) + kHalfRows * half)));
 }
 
-// y for the 16 rows of a packed group (the first valid_rows of them) and tokens [t0, t0 + T),
-// one half at a time (both halves' accumulators would not fit in 16 registers).
+// y for halves [0, H) of a packed group (the first valid_rows of its rows) and tokens
+// [t0, t0 + T).
+template <QKind K, int T, int H>
+void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
+                        int64_t y_stride, int valid_rows) {
+  const int8_t* xq = a.q + t0 * a.cols;
+  __m256 acc[H][T];
+  K25_UNROLL
+  for (int h = 0; h < H; ++h) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    __m256i dot[H][T];
+    block_dots<K, T, H>(p, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
+    const float* dx = a.d + b * a.n_tokens + t0;
+    K25_UNROLL
+    for (int h = 0; h < H; ++h) {
+      const __m256 dw = half_block_dw<K>(p, h, b);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][t]),
+                                    _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[h][t]);
+      }
+    }
+  }
+  K25_UNROLL
+  for (int h = 0; h < H; ++h) {
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      store_rows(y + (t0 + t) * y_stride + kHalfRows * h, acc[h][t], valid_rows - kHalfRows * h);
+    }
+  }
+}
+
+// Prefill: both halves at once when the group has rows in both.
 template <QKind K, int T>
 void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y, int64_t y_stride,
                  int valid_rows) {
-  const int8_t* xq = a.q + t0 * a.cols;
-  for (int half = 0; half < 2; ++half) {
-    if (valid_rows <= kHalfRows * half) break;
-    __m256 acc[T];
-    K25_UNROLL
-    for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < a.n_blocks; ++b) {
-      __m256i dot[T];
-      half_block_dots<K, T>(p, half, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
-      const float* dx = a.d + b * a.n_tokens + t0;
-      const __m256 dw = half_block_dw<K>(p, half, b);
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[t]),
-                                 _mm256_mul_ps(dw, _mm256_set1_ps(dx[t])), acc[t]);
-      }
-    }
-    K25_UNROLL
-    for (int t = 0; t < T; ++t) {
-      store_rows(y + (t0 + t) * y_stride + kHalfRows * half, acc[t], valid_rows - kHalfRows * half);
-    }
+  if (valid_rows > kHalfRows) {
+    packed_halves_tile<K, T, 2>(p, a, t0, y, y_stride, valid_rows);
+  } else {
+    packed_halves_tile<K, T, 1>(p, a, t0, y, y_stride, valid_rows);
   }
 }
 
@@ -192,13 +249,12 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     }
     const int32_t* bias = a.bias + b * a.n_tokens + t0;
     const float dx = a.d[b * a.n_tokens + t0];
-    __m256i dot0[1], dot1[1];
-    half_block_dots<K, 1>(p, 0, b, xq, a.cols, bias, dot0);
-    half_block_dots<K, 1>(p, 1, b, xq, a.cols, bias, dot1);
+    __m256i dot[2][1];
+    block_dots<K, 1, 2>(p, b, xq, a.cols, bias, dot);
     const __m256 x_scale = _mm256_set1_ps(dx);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0[0]),
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
                            _mm256_mul_ps(half_block_dw<K>(p, 0, b), x_scale), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1[0]),
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[1][0]),
                            _mm256_mul_ps(half_block_dw<K>(p, 1, b), x_scale), acc1);
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
@@ -208,7 +264,7 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
 using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
 template <QKind K>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  return {&packed_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>};
+  return {&packed_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>};
 }
 
 // The activations' bias per block: the whole correction for the weights' unsigned offset.
