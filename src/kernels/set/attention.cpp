@@ -376,12 +376,12 @@ inline __m512 reduce16(__m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
 }
 
-// Dots of NQ <= 4 queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i *
-// s_stride + j]. A missing key's products are zeros, which leave the other sums bit for bit
-// unchanged, so a score does not depend on how many keys or queries shared its call. (`spare`
+// Dots of NQ <= 4 queries (queries[i].q) with n_keys <= kKeys keys at k, k + stride, ...:
+// scores[i * s_stride + j]. A missing key's products are zeros, which leave the other sums bit for
+// bit unchanged, so a score does not depend on how many keys or queries shared its call. (`spare`
 // is the AVX2 kernel's: these stores are masked.)
 template <int NQ, typename T>
-void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
+void dots_block(const AttentionQuery* queries, const T* k, int stride, int n_keys, int head_dim,
                 float scale, float* scores, int s_stride, bool /*spare*/) {
   __m512 acc[16];  // query i, key j at i + 4 * j
   for (auto& a : acc) a = _mm512_setzero_ps();
@@ -391,7 +391,7 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
     __m512 kv[kKeys];
     for (int j = 0; j < kKeys; ++j) kv[j] = load16_if(k + j * stride + c, present[j]);
     for (int i = 0; i < NQ; ++i) {
-      const __m512 qv = _mm512_loadu_ps(q[i] + c);
+      const __m512 qv = _mm512_loadu_ps(queries[i].q + c);
       for (int j = 0; j < kKeys; ++j) acc[i + 4 * j] = _mm512_fmadd_ps(qv, kv[j], acc[i + 4 * j]);
     }
   }
@@ -404,15 +404,15 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
   }
 }
 
-// out[i][c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when `first`,
-// for NQ queries (scores rows s_stride apart).
+// queries[i].out[c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when
+// `first`, for NQ queries (scores rows s_stride apart).
 template <int NQ, typename T>
 void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
-                     int c0, float* const* out, bool first) {
+                     int c0, const AttentionQuery* queries, bool first) {
   __m512 acc[NQ][4];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 4; ++c) {
-      acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(out[i] + c0 + 16 * c);
+      acc[i][c] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(queries[i].out + c0 + 16 * c);
     }
   }
   v += c0;
@@ -425,7 +425,7 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
     }
   }
   for (int i = 0; i < NQ; ++i) {
-    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(out[i] + c0 + 16 * c, acc[i][c]);
+    for (int c = 0; c < 4; ++c) _mm512_storeu_ps(queries[i].out + c0 + 16 * c, acc[i][c]);
   }
 }
 
@@ -447,12 +447,12 @@ inline __m128 reduce4(const __m256 v[4]) {
   return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
 }
 
-// Dots of NQ queries (q[i]) with n_keys <= kKeys keys at k, k + stride, ...: scores[i * s_stride +
-// j], for j < n_keys; when `spare` the call may also write zeros at j in [n_keys, kKeys) (the
-// row has room there). A missing key reads nothing and its products are zeros, so a score does
+// Dots of NQ queries (queries[i].q) with n_keys <= kKeys keys at k, k + stride, ...: scores[i *
+// s_stride + j], for j < n_keys; when `spare` the call may also write zeros at j in [n_keys, kKeys)
+// (the row has room there). A missing key reads nothing and its products are zeros, so a score does
 // not depend on how many keys or queries shared its call.
 template <int NQ, typename T>
-void dots_block(const float* const* q, const T* k, int stride, int n_keys, int head_dim,
+void dots_block(const AttentionQuery* queries, const T* k, int stride, int n_keys, int head_dim,
                 float scale, float* scores, int s_stride, bool spare) {
   __m256 acc[NQ][kKeys];
   for (auto& row : acc) {
@@ -466,7 +466,7 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
       kv[j] = present[j] ? load8(k + j * stride + c) : _mm256_setzero_ps();
     }
     for (int i = 0; i < NQ; ++i) {
-      const __m256 qv = _mm256_loadu_ps(q[i] + c);
+      const __m256 qv = _mm256_loadu_ps(queries[i].q + c);
       for (int j = 0; j < kKeys; ++j) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
     }
   }
@@ -484,15 +484,15 @@ void dots_block(const float* const* q, const T* k, int stride, int n_keys, int h
   }
 }
 
-// out[i][c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when `first`,
-// for NQ queries (scores rows s_stride apart).
+// queries[i].out[c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when
+// `first`, for NQ queries (scores rows s_stride apart).
 template <int NQ, typename T>
 void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
-                     int c0, float* const* out, bool first) {
+                     int c0, const AttentionQuery* queries, bool first) {
   __m256 acc[NQ][2];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 2; ++c) {
-      acc[i][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out[i] + c0 + 8 * c);
+      acc[i][c] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(queries[i].out + c0 + 8 * c);
     }
   }
   v += c0;
@@ -505,7 +505,7 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
     }
   }
   for (int i = 0; i < NQ; ++i) {
-    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(out[i] + c0 + 8 * c, acc[i][c]);
+    for (int c = 0; c < 2; ++c) _mm256_storeu_ps(queries[i].out + c0 + 8 * c, acc[i][c]);
   }
 }
 #endif
@@ -584,12 +584,8 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
   const int s_stride = n;
   scratch.resize(static_cast<size_t>(nq) * s_stride);
   float* scores = scratch.data();
-  std::vector<const float*> q(nq);
-  std::vector<float*> out(nq);
   std::vector<int> limit(n_blocks, 0), group_limit(n_groups, 0);
   for (int i = 0; i < nq; ++i) {
-    q[i] = queries[i].q;
-    out[i] = queries[i].out;
     limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
     group_limit[i / kValueQueries] = std::max(group_limit[i / kValueQueries], queries[i].n_pos);
   }
@@ -602,9 +598,10 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
                          const int stop = std::min(p0 + len, limit[b]);
                          const T* k = k0 + offset * kv_stride;
                          for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
-                           dots_block<decltype(block)::value>(
-                               &q[b * kQueries], k, kv_stride, std::min(kKeys, stop - p), head_dim,
-                               scale, score_row(b * kQueries) + p, s_stride, p + kKeys <= s_stride);
+                           dots_block<decltype(block)::value>(&queries[b * kQueries], k, kv_stride,
+                                                              std::min(kKeys, stop - p), head_dim,
+                                                              scale, score_row(b * kQueries) + p,
+                                                              s_stride, p + kKeys <= s_stride);
                          }
                        });
                      }
@@ -630,7 +627,7 @@ void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, 
           with_count<kValueQueries>(std::min(kValueQueries, nq - first), [&](auto group) {
             for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
               weighted_values<decltype(group)::value>(score_row(first), s_stride, v, kv_stride, p0,
-                                                      stop, c0, &out[first], p0 == 0);
+                                                      stop, c0, &queries[first], p0 == 0);
             }
           });
         }
