@@ -183,53 +183,69 @@ using PackedKLanes = Lanes256;
 // Tokens per prefill tile: 4 on every set (avx2, Q4_K: 195 GFLOP/s against 156 with 2).
 constexpr int kPackedKTokens = 4;
 
-// The integer dot of the unsigned quant vectors q(i) (4 quants of each row, i < N) with the 4
-// activation quants at x[t] + 4 i, per row lane, times `scale` (pair_scale, byte_scale), added to
-// sum[t] for T tokens. VNNI: dpbusd, then one multiply; with one token, two dependency chains.
+// The integer dot of the unsigned quant vectors q(p, i) (4 quants of each row of part p, i < N)
+// with the 4 activation quants at x[t] + 4 i, per row lane, times scale[p] (pair_scale,
+// byte_scale), added to sum[p * T + t] for P parts and T tokens: each broadcast of x feeds every
+// part. VNNI: dpbusd, then one multiply; with one token and one part, two dependency chains.
 // AVX2: maddubs summed in 16 bits over Pieces16 pieces (which must not overflow), then a madd
 // with the scale in both halves of each lane.
-template <typename L, int T, int N, int Pieces16, typename Quants>
+template <typename L, int T, int P, int N, int Pieces16, typename Quants>
 [[gnu::always_inline]] inline void scaled_dots(const Quants& q, const int8_t* const* x,
-                                               typename L::I scale, typename L::I* sum) {
+                                               const typename L::I* scale, typename L::I* sum) {
   using I = typename L::I;
 #if defined(K25_MATMUL_VNNI)
-  constexpr int kChains = T == 1 ? 2 : 1;
-  I dot[kChains][T];
+  constexpr int kChains = T * P == 1 ? 2 : 1;
+  I dot[kChains][P * T];
   K25_UNROLL
   for (int c = 0; c < kChains; ++c) {
     K25_UNROLL
-    for (int t = 0; t < T; ++t) dot[c][t] = L::zero();
+    for (int pt = 0; pt < P * T; ++pt) dot[c][pt] = L::zero();
   }
   K25_UNROLL8
   for (int i = 0; i < N; ++i) {
-    const I w = q(i);
+    I w[P];
+    K25_UNROLL
+    for (int p = 0; p < P; ++p) w[p] = q(p, i);
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
-      dot[i % kChains][t] = L::dpbusd(dot[i % kChains][t], w, L::dword(load4(x[t] + 4 * i)));
+      const I xb = L::dword(load4(x[t] + 4 * i));
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) {
+        I& d = dot[i % kChains][p * T + t];
+        d = L::dpbusd(d, w[p], xb);
+      }
     }
   }
   K25_UNROLL
-  for (int t = 0; t < T; ++t) {
-    const I d = kChains == 2 ? L::add32(dot[0][t], dot[kChains - 1][t]) : dot[0][t];
-    sum[t] = L::add32(sum[t], L::mul32(d, scale));
+  for (int pt = 0; pt < P * T; ++pt) {
+    const I d = kChains == 2 ? L::add32(dot[0][pt], dot[kChains - 1][pt]) : dot[0][pt];
+    sum[pt] = L::add32(sum[pt], L::mul32(d, scale[pt / T]));
   }
 #else
   K25_UNROLL
   for (int i0 = 0; i0 < N; i0 += Pieces16) {
-    I dot16[T];
+    I dot16[P * T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) dot16[t] = L::zero();
+    for (int pt = 0; pt < P * T; ++pt) dot16[pt] = L::zero();
     K25_UNROLL8
     for (int i = i0; i < i0 + Pieces16; ++i) {
-      const I w = q(i);
+      I w[P];
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) w[p] = q(p, i);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        dot16[t] = L::add16(dot16[t], L::maddubs(w, L::dword(load4(x[t] + 4 * i))));
-        keep_as_chain(dot16[t]);
+        const I xb = L::dword(load4(x[t] + 4 * i));
+        K25_UNROLL
+        for (int p = 0; p < P; ++p) {
+          I& d = dot16[p * T + t];
+          d = L::add16(d, L::maddubs(w[p], xb));
+          keep_as_chain(d);
+        }
       }
     }
     K25_UNROLL
-    for (int t = 0; t < T; ++t) sum[t] = L::add32(sum[t], L::madd16(dot16[t], scale));
+    for (int pt = 0; pt < P * T; ++pt)
+      sum[pt] = L::add32(sum[pt], L::madd16(dot16[pt], scale[pt / T]));
   }
 #endif
 }
@@ -264,26 +280,26 @@ struct PackedK4 {
   static constexpr PackedK4Layout kLayout = PackedK4Layout::of(kFifthBit);
   static constexpr size_t kSuperBytes = kLayout.bytes;
 
-  // acc[t] += the products of the rows of part `part` (L::kRows rows from row L::kRows * part)
-  // of super-block b (at sb) with tokens [t0, t0 + T).
-  template <typename L, int T>
-  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part, const PackedKActs& a, int t0,
-                                          int64_t b, typename L::F acc[T]) {
+  // acc[p * T + t] += the products of the rows of parts part0 + p (L::kRows rows from row
+  // L::kRows * (part0 + p)), p < P, of super-block b (at sb) with tokens [t0, t0 + T).
+  template <typename L, int T, int P>
+  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part0, const PackedKActs& a,
+                                          int t0, int64_t b, typename L::F acc[P * T]) {
     using I = typename L::I;
     constexpr int R = L::kRows;
     // maddubs sums in 16 bits: 2 products of at most 15 (31 with the fifth bit) x 127 a piece.
     constexpr int kPieces16 = kFifthBit ? 4 : 8;
-    const uint8_t* quants = sb + 4 * R * part;
-    const uint8_t* high = sb + kLayout.high + 4 * R * part;
-    const uint8_t* scales = sb + kLayout.scales + R * part;
-    const uint8_t* mins = sb + kLayout.mins + 2 * R * part;
-    const auto* d16 = reinterpret_cast<const uint16_t*>(sb + kLayout.d) + R * part;
-    const auto* dmin16 = reinterpret_cast<const uint16_t*>(sb + kLayout.dmin) + R * part;
+    const uint8_t* quants = sb + 4 * R * part0;
+    const uint8_t* high = sb + kLayout.high + 4 * R * part0;
+    const uint8_t* scales = sb + kLayout.scales + R * part0;
+    const uint8_t* mins = sb + kLayout.mins + 2 * R * part0;
+    const auto* d16 = reinterpret_cast<const uint16_t*>(sb + kLayout.d) + R * part0;
+    const auto* dmin16 = reinterpret_cast<const uint16_t*>(sb + kLayout.dmin) + R * part0;
     const I low4 = L::bytes(0x0f);
     const I bit4 = L::bytes(0x10);
-    I sumi[T];
+    I sumi[P * T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) sumi[t] = L::zero();
+    for (int pt = 0; pt < P * T; ++pt) sumi[pt] = L::zero();
     for (int j = 0; j < 4; ++j) {
       const uint8_t* w = quants + 64 * 8 * j;
       const int8_t* x[T];
@@ -293,48 +309,63 @@ struct PackedK4 {
         x[t] = a.block(t0 + t, b).qs + 64 * j;
         x_hi[t] = x[t] + 32;
       }
+      // Part p's bytes of a piece are 4 R p after part0's.
       // Q5_K: bit 2j (2j + 1) of each qh byte moved to bit 4 (bit 0, 1 of the shifted byte).
-      const auto fifth = [&](int k, auto to_bit4) {
-        return L::band(to_bit4(L::srl16n(L::load(high + 64 * k), 2 * j)), bit4);
+      const auto fifth = [&](int p, int k, auto to_bit4) {
+        return L::band(to_bit4(L::srl16n(L::load(high + 64 * k + 4 * R * p), 2 * j)), bit4);
       };
-      const auto lo = [&](int k) {
-        const I q = L::band(L::load(w + 64 * k), low4);
+      const auto lo = [&](int p, int k) {
+        const I q = L::band(L::load(w + 64 * k + 4 * R * p), low4);
         if constexpr (kFifthBit) {
-          return L::bor(q, fifth(k, [](I h) { return L::template sll16<4>(h); }));
+          return L::bor(q, fifth(p, k, [](I h) { return L::template sll16<4>(h); }));
         } else {
           return q;
         }
       };
-      scaled_dots<L, T, 8, kPieces16>(lo, x, byte_scale<L>(scales + 16 * 2 * j), sumi);
-      const auto hi = [&](int k) {
-        const I q = L::band(L::template srl16<4>(L::load(w + 64 * k)), low4);
+      I scale[P];
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) scale[p] = byte_scale<L>(scales + 16 * 2 * j + R * p);
+      scaled_dots<L, T, P, 8, kPieces16>(lo, x, scale, sumi);
+      const auto hi = [&](int p, int k) {
+        const I q = L::band(L::template srl16<4>(L::load(w + 64 * k + 4 * R * p)), low4);
         if constexpr (kFifthBit) {
-          return L::bor(q, fifth(k, [](I h) { return L::template sll16<3>(h); }));
+          return L::bor(q, fifth(p, k, [](I h) { return L::template sll16<3>(h); }));
         } else {
           return q;
         }
       };
-      scaled_dots<L, T, 8, kPieces16>(hi, x_hi, byte_scale<L>(scales + 16 * (2 * j + 1)), sumi);
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) scale[p] = byte_scale<L>(scales + 16 * (2 * j + 1) + R * p);
+      scaled_dots<L, T, P, 8, kPieces16>(hi, x_hi, scale, sumi);
     }
-    I summ[T];
+    I summ[P * T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) summ[t] = L::zero();
+    for (int pt = 0; pt < P * T; ++pt) summ[pt] = L::zero();
     K25_UNROLL
     for (int q = 0; q < 4; ++q) {
-      const I pair = L::u8_to_i16(mins + 32 * q);
+      I pair[P];
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) pair[p] = L::u8_to_i16(mins + 32 * q + 2 * R * p);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        const int32_t x_sums = a.min_pairs[((t0 + t) * a.n_super + b) * 4 + q];
-        summ[t] = L::add32(summ[t], L::madd16(pair, L::dword(x_sums)));
+        const I x_sums = L::dword(a.min_pairs[((t0 + t) * a.n_super + b) * 4 + q]);
+        K25_UNROLL
+        for (int p = 0; p < P; ++p) {
+          summ[p * T + t] = L::add32(summ[p * T + t], L::madd16(pair[p], x_sums));
+        }
       }
     }
-    const auto d = L::f16_to_f32(d16);
-    const auto dmin = L::f16_to_f32(dmin16);
     K25_UNROLL
-    for (int t = 0; t < T; ++t) {
-      const auto dx = L::fset(a.block(t0 + t, b).d);
-      acc[t] = L::fmadd(sumi[t], L::fmul(d, dx), acc[t]);
-      acc[t] = L::fnmadd(summ[t], L::fmul(dmin, dx), acc[t]);
+    for (int p = 0; p < P; ++p) {
+      const auto d = L::f16_to_f32(d16 + R * p);
+      const auto dmin = L::f16_to_f32(dmin16 + R * p);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const auto dx = L::fset(a.block(t0 + t, b).d);
+        typename L::F& f = acc[p * T + t];
+        f = L::fmadd(sumi[p * T + t], L::fmul(d, dx), f);
+        f = L::fnmadd(summ[p * T + t], L::fmul(dmin, dx), f);
+      }
     }
   }
 };
@@ -366,55 +397,75 @@ struct PackedQ6k {
     }
   }
 
-  template <typename L, int T>
-  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part, const PackedKActs& a, int t0,
-                                          int64_t b, typename L::F acc[T]) {
+  // As PackedK4::rows.
+  template <typename L, int T, int P>
+  [[gnu::always_inline]] static void rows(const uint8_t* sb, int part0, const PackedKActs& a,
+                                          int t0, int64_t b, typename L::F acc[P * T]) {
     using I = typename L::I;
     constexpr int R = L::kRows;
-    const uint8_t* qa = sb + 4 * R * part;
-    const uint8_t* qb = sb + packed_q6k::kB + 4 * R * part;
-    const uint8_t* qc = sb + packed_q6k::kC + 4 * R * part;
-    const uint8_t* scale_pairs = sb + packed_q6k::kScalePairs + 2 * R * part;
-    const float* dw = reinterpret_cast<const float*>(sb + packed_q6k::kD) + R * part;
+    const uint8_t* qa = sb + 4 * R * part0;
+    const uint8_t* qb = sb + packed_q6k::kB + 4 * R * part0;
+    const uint8_t* qc = sb + packed_q6k::kC + 4 * R * part0;
+    const uint8_t* scale_pairs = sb + packed_q6k::kScalePairs + 2 * R * part0;
+    const float* dw = reinterpret_cast<const float*>(sb + packed_q6k::kD) + R * part0;
     const BlockQ8_K* x[T];
     K25_UNROLL
     for (int t = 0; t < T; ++t) x[t] = &a.block(t0 + t, b);
-    I sumi[T];
+    I sumi[P * T];
     K25_UNROLL
-    for (int t = 0; t < T; ++t) sumi[t] = L::zero();
+    for (int pt = 0; pt < P * T; ++pt) sumi[pt] = L::zero();
     for (int n = 0; n < 2; ++n) {
       for (int e = 0; e < 4; ++e) {
         // Sub-blocks 8n + 2e (m = 0) and 8n + 2e + 1 (m = 1): the int16 halves of the lanes.
-        const I pairs = L::s8_to_i16(scale_pairs + 32 * (4 * n + e));
+        I pairs[P];
+        K25_UNROLL
+        for (int p = 0; p < P; ++p)
+          pairs[p] = L::s8_to_i16(scale_pairs + 32 * (4 * n + e) + 2 * R * p);
         K25_UNROLL
         for (int m = 0; m < 2; ++m) {
           const int8_t* xs[T];
           K25_UNROLL
           for (int t = 0; t < T; ++t) xs[t] = x[t]->qs + 128 * n + 32 * e + 16 * m;
-          const auto q = [&](int i) {
+          const auto q = [&](int p, int i) {
             const int k = 4 * m + i;
-            const size_t piece = 64 * (8 * n + k);
+            const size_t piece = 64 * (8 * n + k) + 4 * R * p;
             return quants<L>(e, qa + piece, qb + piece, qc + piece);
           };
           // 2 pieces x 2 products of at most 63 x 127 per 16-bit lane.
-          const I scale = m == 0 ? pair_scale<L, false>(pairs) : pair_scale<L, true>(pairs);
-          scaled_dots<L, T, 4, 2>(q, xs, scale, sumi);
+          I scale[P];
+          K25_UNROLL
+          for (int p = 0; p < P; ++p) {
+            scale[p] = m == 0 ? pair_scale<L, false>(pairs[p]) : pair_scale<L, true>(pairs[p]);
+          }
+          scaled_dots<L, T, P, 4, 2>(q, xs, scale, sumi);
         }
       }
     }
     // The quants' offset: 32 x sum over the 16 sub-blocks of scale x (sum of x over it).
     K25_UNROLL
     for (int q = 0; q < 8; ++q) {
-      const I pairs = L::s8_to_i16(scale_pairs + 32 * q);
+      I pairs[P];
+      K25_UNROLL
+      for (int p = 0; p < P; ++p) pairs[p] = L::s8_to_i16(scale_pairs + 32 * q + 2 * R * p);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
-        const I offset = L::madd16(pairs, L::dword(load4(x[t]->bsums + 2 * q)));
-        sumi[t] = L::sub32(sumi[t], L::template sll32<5>(offset));
+        const I bsums = L::dword(load4(x[t]->bsums + 2 * q));
+        K25_UNROLL
+        for (int p = 0; p < P; ++p) {
+          const I offset = L::madd16(pairs[p], bsums);
+          sumi[p * T + t] = L::sub32(sumi[p * T + t], L::template sll32<5>(offset));
+        }
       }
     }
-    const auto d = L::load_f32(dw);
     K25_UNROLL
-    for (int t = 0; t < T; ++t) acc[t] = L::fmadd(sumi[t], L::fmul(d, L::fset(x[t]->d)), acc[t]);
+    for (int p = 0; p < P; ++p) {
+      const auto d = L::load_f32(dw + R * p);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        typename L::F& f = acc[p * T + t];
+        f = L::fmadd(sumi[p * T + t], L::fmul(d, L::fset(x[t]->d)), f);
+      }
+    }
   }
 };
 
@@ -431,7 +482,7 @@ void packed_k_tile(const uint8_t* group, const PackedKActs& a, int t0, float* y,
     K25_UNROLL
     for (int t = 0; t < T; ++t) acc[t] = L::fzero();
     for (int64_t b = 0; b < a.n_super; ++b) {
-      Kind::template rows<L, T>(group + b * Kind::kSuperBytes, part, a, t0, b, acc);
+      Kind::template rows<L, T, 1>(group + b * Kind::kSuperBytes, part, a, t0, b, acc);
     }
     K25_UNROLL
     for (int t = 0; t < T; ++t) {
@@ -440,29 +491,27 @@ void packed_k_tile(const uint8_t* group, const PackedKActs& a, int t0, float* y,
   }
 }
 
-// Decode (one token): every row of each super-block in one pass, so the group is read once as
-// one sequential stream, prefetched kPrefetchBytes ahead (kDecodePrefetchHint).
+// Decode (one token): every row of each super-block in one pass, each broadcast of x shared by
+// the parts, so the group is read once as one sequential stream, prefetched kPrefetchBytes ahead
+// (kDecodePrefetchHint).
 template <typename Kind>
 void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, float* y,
                           int64_t y_stride, int valid_rows) {
   using L = PackedKLanes;
   constexpr int kParts = kGroupRows / L::kRows;
-  typename L::F acc[kParts][1];
+  typename L::F acc[kParts];
   K25_UNROLL
-  for (int part = 0; part < kParts; ++part) acc[part][0] = L::fzero();
+  for (int part = 0; part < kParts; ++part) acc[part] = L::fzero();
   for (int64_t b = 0; b < a.n_super; ++b) {
     const uint8_t* sb = group + b * Kind::kSuperBytes;
     for (size_t i = 0; i < Kind::kSuperBytes; i += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), kDecodePrefetchHint);
     }
-    K25_UNROLL
-    for (int part = 0; part < kParts; ++part) {
-      Kind::template rows<L, 1>(sb, part, a, t0, b, acc[part]);
-    }
+    Kind::template rows<L, 1, kParts>(sb, 0, a, t0, b, acc);
   }
   K25_UNROLL
   for (int part = 0; part < kParts; ++part) {
-    L::store(y + t0 * y_stride + L::kRows * part, acc[part][0], valid_rows - L::kRows * part);
+    L::store(y + t0 * y_stride + L::kRows * part, acc[part], valid_rows - L::kRows * part);
   }
 }
 
