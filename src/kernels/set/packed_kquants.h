@@ -421,6 +421,16 @@ struct PackedQ6k {
         K25_UNROLL
         for (int p = 0; p < P; ++p)
           pairs[p] = L::s8_to_i16(scale_pairs + 32 * (4 * n + e) + 2 * R * p);
+        // The quants' offset of both sub-blocks: 32 x scale x (sum of x over the sub-block).
+        K25_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const I bsums = L::dword(load4(x[t]->bsums + 2 * (4 * n + e)));
+          K25_UNROLL
+          for (int p = 0; p < P; ++p) {
+            const I offset = L::madd16(pairs[p], bsums);
+            sumi[p * T + t] = L::sub32(sumi[p * T + t], L::template sll32<5>(offset));
+          }
+        }
         K25_UNROLL
         for (int m = 0; m < 2; ++m) {
           const int8_t* xs[T];
@@ -438,22 +448,6 @@ struct PackedQ6k {
             scale[p] = m == 0 ? pair_scale<L, false>(pairs[p]) : pair_scale<L, true>(pairs[p]);
           }
           scaled_dots<L, T, P, 4, 2>(q, xs, scale, sumi);
-        }
-      }
-    }
-    // The quants' offset: 32 x sum over the 16 sub-blocks of scale x (sum of x over it).
-    K25_UNROLL
-    for (int q = 0; q < 8; ++q) {
-      I pairs[P];
-      K25_UNROLL
-      for (int p = 0; p < P; ++p) pairs[p] = L::s8_to_i16(scale_pairs + 32 * q + 2 * R * p);
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const I bsums = L::dword(load4(x[t]->bsums + 2 * q));
-        K25_UNROLL
-        for (int p = 0; p < P; ++p) {
-          const I offset = L::madd16(pairs[p], bsums);
-          sumi[p * T + t] = L::sub32(sumi[p * T + t], L::template sll32<5>(offset));
         }
       }
     }
