@@ -36,11 +36,16 @@ struct HalfPiece<QKind::kQ8> {
 #if !defined(K25_MATMUL_VNNI)
   __m256i sign;  // AVX2: the signed quants, whose signs move onto x
 #endif
-  explicit HalfPiece(const uint8_t* p) {
-    const __m256i stored = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
+  // single_token: the piece serves one token (decode). GCC then folds the load into both abs
+  // and sign, two loads per piece, and the load ports became the limit (avx2 Q8_0 decode -5%),
+  // so the load is pinned to a register; with several tokens the folded loads were faster
+  // (pp512 +1%).
+  HalfPiece(const uint8_t* p, [[maybe_unused]] bool single_token) {
+    __m256i stored = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
 #if defined(K25_MATMUL_VNNI)
     w = stored;
 #else
+    if (single_token) asm("" : "+x"(stored));
     sign = stored;  // stored as they are on this set (kPackedQ8Flip)
     w = _mm256_abs_epi8(stored);
 #endif
@@ -60,7 +65,7 @@ struct HalfPiece<QKind::kQ8> {
 template <>
 struct HalfPiece<QKind::kQ4> {
   __m256i lo, hi;
-  explicit HalfPiece(const uint8_t* p) {
+  HalfPiece(const uint8_t* p, bool /*single_token*/) {
     const __m256i v = _mm256_load_si256(reinterpret_cast<const __m256i*>(p));
     const __m256i low4 = _mm256_set1_epi8(0x0f);
     lo = _mm256_and_si256(v, low4);
@@ -81,13 +86,14 @@ struct HalfPiece<QKind::kQ4> {
 #endif
 };
 
-// The pieces at w of halves [0, H) (half h's quants are 4 * kHalfRows bytes after half h - 1's).
-template <QKind K, int H>
+// The pieces at w of halves [0, H) (half h's quants are 4 * kHalfRows bytes after half h - 1's)
+// for T tokens.
+template <QKind K, int H, int T>
 inline std::array<HalfPiece<K>, H> pieces_at(const uint8_t* w) {
   if constexpr (H == 1) {
-    return {HalfPiece<K>(w)};
+    return {HalfPiece<K>(w, T == 1)};
   } else {
-    return {HalfPiece<K>(w), HalfPiece<K>(w + kHalfRows * 4)};
+    return {HalfPiece<K>(w, T == 1), HalfPiece<K>(w + kHalfRows * 4, T == 1)};
   }
 }
 
@@ -95,10 +101,8 @@ inline std::array<HalfPiece<K>, H> pieces_at(const uint8_t* w) {
 // each broadcast of x feeds every half (a broadcast costs a vector-pipe slot like the multiply
 // it feeds, see packed_tiles_512.h).
 template <QKind K, int T, int H>
-inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_t x_stride,
-                       const int32_t* bias, __m256i (&dot)[H][T]) {
-  const uint8_t* w = p.quants<K>(b);
-  const int8_t* xb = xq + 32 * b;
+inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, const int32_t* bias,
+                       __m256i (&dot)[H][T]) {
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
@@ -115,7 +119,7 @@ inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_
     }
     K25_UNROLL8
     for (int k = 0; k < 8; ++k) {
-      const auto piece = pieces_at<K, H>(w + 64 * k);
+      const auto piece = pieces_at<K, H, T>(w + 64 * k);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         const __m256i x = broadcast4(xb + t * x_stride + 4 * k);
@@ -135,7 +139,7 @@ inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_
     }
     K25_UNROLL
     for (int k = 0; k < 4; ++k) {
-      const auto piece = pieces_at<K, H>(w + 64 * k);
+      const auto piece = pieces_at<K, H, T>(w + 64 * k);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         const __m256i x_lo = broadcast4(xb + t * x_stride + 4 * k);
@@ -153,7 +157,7 @@ inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_
     }
     K25_UNROLL
     for (int k = 0; k < 4; ++k) {
-      const auto piece = pieces_at<K, H>(w + 64 * k);
+      const auto piece = pieces_at<K, H, T>(w + 64 * k);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         const __m256i x_lo = broadcast4(xb + t * x_stride + 4 * k);
@@ -177,11 +181,10 @@ inline void block_dots(const PackedGroup& p, int64_t b, const int8_t* xq, int64_
   }
 }
 
-// d_w of the 8 rows of one half.
-template <QKind K>
-inline __m256 half_block_dw(const PackedGroup& p, int half, int64_t b) {
+// d_w of the 8 rows of one half, from a block's 16 row scales.
+inline __m256 half_block_dw(const uint16_t* scales, int half) {
   return _mm256_cvtph_ps(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales<K>(b) + kHalfRows * half)));
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + kHalfRows * half)));
 }
 
 // y for halves [0, H) of a packed group (the first valid_rows of its rows) and tokens
@@ -198,11 +201,11 @@ void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   }
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     __m256i dot[H][T];
-    block_dots<K, T, H>(p, b, xq, a.cols, a.bias + b * a.n_tokens + t0, dot);
+    block_dots<K, T, H>(p.quants<K>(b), xq + 32 * b, a.cols, a.bias + b * a.n_tokens + t0, dot);
     const float* dx = a.d + b * a.n_tokens + t0;
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
-      const __m256 dw = half_block_dw<K>(p, h, b);
+      const __m256 dw = half_block_dw(p.scales<K>(b), h);
       K25_UNROLL
       for (int t = 0; t < T; ++t) {
         acc[h][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h][t]),
@@ -232,30 +235,45 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
 
 // Decode (one token): both halves in one pass over the group, so the group is read once as one
 // sequential stream, with a software prefetch kPrefetchBytes ahead (kDecodePrefetchHint); the float
-// steps of each row are those of packed_tile.
+// steps of each row are those of packed_tile. The loop walks the group pair by pair with running
+// pointers: recomputing each block's place from its index cost a fifth of the instructions.
 constexpr size_t kPrefetchBytes = 16384;
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {
-  const int8_t* xq = a.q + t0 * a.cols;
+  constexpr size_t kQuantBytes = kPairs<K>.quant_bytes;
+  constexpr size_t kPairBytes = kPairs<K>.pair_bytes();
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
-  for (int64_t b = 0; b < a.n_blocks; ++b) {
-    if (b % 2 == 0) {  // a pair of blocks and their scales
-      const uint8_t* ahead = p.quants<K>(b) + kPrefetchBytes;
-      for (size_t i = 0; i < kPairs<K>.pair_bytes(); i += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + i), kDecodePrefetchHint);
-      }
-    }
-    const int32_t* bias = a.bias + b * a.n_tokens + t0;
-    const float dx = a.d[b * a.n_tokens + t0];
+  const int8_t* xb = a.q + t0 * a.cols;
+  const int32_t* bias = a.bias + t0;
+  const float* dx = a.d + t0;
+  const auto add_block = [&](const uint8_t* w, const uint16_t* scales) {
     __m256i dot[2][1];
-    block_dots<K, 1, 2>(p, b, xq, a.cols, bias, dot);
-    const __m256 x_scale = _mm256_set1_ps(dx);
+    block_dots<K, 1, 2>(w, xb, a.cols, bias, dot);
+    const __m256 x_scale = _mm256_set1_ps(*dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
-                           _mm256_mul_ps(half_block_dw<K>(p, 0, b), x_scale), acc0);
+                           _mm256_mul_ps(half_block_dw(scales, 0), x_scale), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[1][0]),
-                           _mm256_mul_ps(half_block_dw<K>(p, 1, b), x_scale), acc1);
+                           _mm256_mul_ps(half_block_dw(scales, 1), x_scale), acc1);
+    xb += 32;
+    bias += a.n_tokens;
+    dx += a.n_tokens;
+  };
+  const auto prefetch_ahead = [](const uint8_t* from, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(from + kPrefetchBytes + i), kDecodePrefetchHint);
+    }
+  };
+  const uint8_t* pair = p.base;
+  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairBytes) {
+    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
+    prefetch_ahead(pair, kQuantBytes);
+    add_block(pair, scales);
+    if (b + 1 < a.n_blocks) {
+      prefetch_ahead(pair + kQuantBytes, kPairBytes - kQuantBytes);
+      add_block(pair + kQuantBytes, scales + kPackedGroupRows);
+    }
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
