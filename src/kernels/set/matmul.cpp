@@ -428,6 +428,10 @@ constexpr int kPackMinTokens = 16;
 // Q8_0 +12% / +8% (avx512 set), +11% / +10% (avx2); Q4_0 +10% / +10%, +6% / +2%; Q4_K_M
 // +3% / +1%, +4% / +10%. The non-temporal hint did as well as T0 on Q4_0.
 constexpr auto kDecodePrefetchHint = _MM_HINT_T0;
+// How far ahead: 4 KiB. The 16 KiB it was streamed from L3 and DRAM slower on AMD Zen 5 (1.1B
+// decode, alternating runs, 2 threads, tok/s at 16 / 4 KiB: avx2 Q8_0 44 / 51, Q4_0 73 / 76,
+// Q4_K_M 81 / 86; avx512 Q4_0 73 / 78, Q4_K_M 79 / 86; 2, 3 and 6 KiB within a few percent of 4).
+constexpr size_t kPrefetchBytes = 4096;
 
 // Where a Q8_0 (kQ8) or Q4_0 group's blocks lie, known at compile time: the tiles' address
 // arithmetic then costs a shift and a mask (with the block size read at run time, the avx512

@@ -237,7 +237,6 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
 // sequential stream, with a software prefetch kPrefetchBytes ahead (kDecodePrefetchHint); the float
 // steps of each row are those of packed_tile. The loop walks the group pair by pair with running
 // pointers: recomputing each block's place from its index cost a fifth of the instructions.
-constexpr size_t kPrefetchBytes = 16384;
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {

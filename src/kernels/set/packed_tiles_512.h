@@ -175,7 +175,6 @@ inline __m512i packed_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias
 // the hardware prefetchers alone streamed the packed groups at 12 GB/s on one thread where q_row
 // streams plain rows at 16.5 (Intel Xeon, measured); with a prefetch into L2, 17. Into L1 (T0)
 // is faster still on AMD Zen 5, as fast elsewhere: see kDecodePrefetchHint.
-constexpr size_t kPrefetchBytes = 16384;
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {
