@@ -429,8 +429,9 @@ constexpr int kPackMinTokens = 16;
 // +3% / +1%, +4% / +10%. The non-temporal hint did as well as T0 on Q4_0.
 constexpr auto kDecodePrefetchHint = _MM_HINT_T0;
 // How far ahead: 4 KiB. The 16 KiB it was streamed from L3 and DRAM slower on AMD Zen 5 (1.1B
-// decode, alternating runs, 2 threads, tok/s at 16 / 4 KiB: avx2 Q8_0 44 / 51, Q4_0 73 / 76,
-// Q4_K_M 81 / 86; avx512 Q4_0 73 / 78, Q4_K_M 79 / 86; 2, 3 and 6 KiB within a few percent of 4).
+// decode, alternating runs, 2 threads, tok/s at 16 / 4 KiB: avx2 Q8_0 44 / 50-52, Q4_0 71-75 /
+// 76, Q4_K_M 79-83 / 80-85; avx512 Q4_0 72-74 / 78-79, Q4_K_M 76-80 / 85-90, Q6_K 55 / 66; 2, 3
+// and 6 KiB within a few percent of 4).
 constexpr size_t kPrefetchBytes = 4096;
 
 // Where a Q8_0 (kQ8) or Q4_0 group's blocks lie, known at compile time: the tiles' address
