@@ -259,20 +259,14 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     bias += a.n_tokens;
     dx += a.n_tokens;
   };
-  const auto prefetch_ahead = [](const uint8_t* from, size_t bytes) {
-    for (size_t i = 0; i < bytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(from + kPrefetchBytes + i), kDecodePrefetchHint);
-    }
-  };
   const uint8_t* pair = p.base;
   for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairBytes) {
-    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
-    prefetch_ahead(pair, kQuantBytes);
-    add_block(pair, scales);
-    if (b + 1 < a.n_blocks) {
-      prefetch_ahead(pair + kQuantBytes, kPairBytes - kQuantBytes);
-      add_block(pair + kQuantBytes, scales + kPackedGroupRows);
+    for (size_t i = 0; i < kPairBytes; i += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(pair + kPrefetchBytes + i), kDecodePrefetchHint);
     }
+    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
+    add_block(pair, scales);
+    if (b + 1 < a.n_blocks) add_block(pair + kQuantBytes, scales + kPackedGroupRows);
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
