@@ -73,12 +73,16 @@ constexpr size_t packed_quant_bytes(DType type) {
 struct PackedBlockPairs {
   size_t quant_bytes;  // packed_quant_bytes(type)
   constexpr size_t pair_bytes() const { return 2 * quant_bytes + 4 * kPackedGroupRows; }
+  // Within a pair: the quants and the scales of its block i (0 or 1).
+  constexpr size_t quants_in_pair(int64_t i) const { return static_cast<size_t>(i) * quant_bytes; }
+  constexpr size_t scales_in_pair(int64_t i) const {
+    return 2 * quant_bytes + static_cast<size_t>(i) * 2 * kPackedGroupRows;
+  }
   constexpr size_t quants_at(int64_t b) const {
-    return static_cast<size_t>(b / 2) * pair_bytes() + static_cast<size_t>(b % 2) * quant_bytes;
+    return static_cast<size_t>(b / 2) * pair_bytes() + quants_in_pair(b % 2);
   }
   constexpr size_t scales_at(int64_t b) const {
-    return static_cast<size_t>(b / 2) * pair_bytes() + 2 * quant_bytes +
-           static_cast<size_t>(b % 2) * 2 * kPackedGroupRows;
+    return static_cast<size_t>(b / 2) * pair_bytes() + scales_in_pair(b % 2);
   }
 };
 // Bytes of one group of a matrix with `cols` columns (cols a multiple of the type's block), a

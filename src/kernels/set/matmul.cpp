@@ -434,6 +434,13 @@ constexpr auto kDecodePrefetchHint = _MM_HINT_T0;
 // and 6 KiB within a few percent of 4).
 constexpr size_t kPrefetchBytes = 4096;
 
+// Prefetches the `bytes` (a multiple of 64) that lie kPrefetchBytes after `from`.
+[[gnu::always_inline]] inline void prefetch_ahead(const uint8_t* from, size_t bytes) {
+  for (size_t i = 0; i < bytes; i += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(from + kPrefetchBytes + i), kDecodePrefetchHint);
+  }
+}
+
 // Where a Q8_0 (kQ8) or Q4_0 group's blocks lie, known at compile time: the tiles' address
 // arithmetic then costs a shift and a mask (with the block size read at run time, the avx512
 // set's Q4_0 prefill ran 8-12% slower).

@@ -498,9 +498,7 @@ void packed_k_tile_decode(const uint8_t* group, const PackedKActs& a, int t0, fl
   for (int part = 0; part < kParts; ++part) acc[part] = L::fzero();
   for (int64_t b = 0; b < a.n_super; ++b) {
     const uint8_t* sb = group + b * Kind::kSuperBytes;
-    for (size_t i = 0; i < Kind::kSuperBytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(sb + kPrefetchBytes + i), kDecodePrefetchHint);
-    }
+    prefetch_ahead(sb, Kind::kSuperBytes);
     Kind::template rows<L, 1, kParts>(sb, 0, a, t0, b, acc);
   }
   K25_UNROLL

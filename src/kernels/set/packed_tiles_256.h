@@ -240,16 +240,16 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {
-  constexpr size_t kQuantBytes = kPairs<K>.quant_bytes;
-  constexpr size_t kPairBytes = kPairs<K>.pair_bytes();
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   const int8_t* xb = a.q + t0 * a.cols;
   const int32_t* bias = a.bias + t0;
   const float* dx = a.d + t0;
-  const auto add_block = [&](const uint8_t* w, const uint16_t* scales) {
+  // Block i of the pair at `pair`.
+  const auto add_block = [&](const uint8_t* pair, int i) {
+    const auto* scales = reinterpret_cast<const uint16_t*>(pair + kPairs<K>.scales_in_pair(i));
     __m256i dot[2][1];
-    block_dots<K, 1, 2>(w, xb, a.cols, bias, dot);
+    block_dots<K, 1, 2>(pair + kPairs<K>.quants_in_pair(i), xb, a.cols, bias, dot);
     const __m256 x_scale = _mm256_set1_ps(*dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
                            _mm256_mul_ps(half_block_dw(scales, 0), x_scale), acc0);
@@ -260,13 +260,10 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     dx += a.n_tokens;
   };
   const uint8_t* pair = p.base;
-  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairBytes) {
-    for (size_t i = 0; i < kPairBytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(pair + kPrefetchBytes + i), kDecodePrefetchHint);
-    }
-    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
-    add_block(pair, scales);
-    if (b + 1 < a.n_blocks) add_block(pair + kQuantBytes, scales + kPackedGroupRows);
+  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairs<K>.pair_bytes()) {
+    prefetch_ahead(pair, kPairs<K>.pair_bytes());
+    add_block(pair, 0);
+    if (b + 1 < a.n_blocks) add_block(pair, 1);
   }
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);

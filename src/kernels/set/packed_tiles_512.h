@@ -180,35 +180,31 @@ inline __m512i packed_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias
 template <QKind K>
 void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {
-  constexpr size_t kQuantBytes = kPairs<K>.quant_bytes;
-  constexpr size_t kPairBytes = kPairs<K>.pair_bytes();
   const int64_t step = a.n_tokens;
   const int8_t* xb = a.q + t0 * a.cols;
   const int32_t* bias = a.bias + t0;
   const float* dx = a.d + t0;
-  // d_w d_x of the 16 rows of a block, from its scales and its activations' d.
-  const auto scale = [](const uint16_t* scales, float d) {
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales)));
+  // d_w d_x of the 16 rows of block i of the pair at `pair`, with its activations' d.
+  const auto scale = [](const uint8_t* pair, int i, float d) {
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kPairs<K>.scales_in_pair(i))));
     return _mm512_mul_ps(dw, _mm512_set1_ps(d));
   };
   __m512 acc = _mm512_setzero_ps();
   const uint8_t* pair = p.base;
   int64_t b = 0;
   for (; b + 2 <= a.n_blocks;
-       b += 2, pair += kPairBytes, xb += 64, bias += 2 * step, dx += 2 * step) {
-    for (size_t i = 0; i < kPairBytes; i += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(pair + kPrefetchBytes + i), kDecodePrefetchHint);
-    }
-    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
+       b += 2, pair += kPairs<K>.pair_bytes(), xb += 64, bias += 2 * step, dx += 2 * step) {
+    prefetch_ahead(pair, kPairs<K>.pair_bytes());
     const __m512i dot0 = packed_block_dot<K>(pair, xb, bias[0]);
-    const __m512i dot1 = packed_block_dot<K>(pair + kQuantBytes, xb + 32, bias[step]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), scale(scales, dx[0]), acc);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), scale(scales + kGroupRows, dx[step]), acc);
+    const __m512i dot1 =
+        packed_block_dot<K>(pair + kPairs<K>.quants_in_pair(1), xb + 32, bias[step]);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), scale(pair, 0, dx[0]), acc);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), scale(pair, 1, dx[step]), acc);
   }
   if (b < a.n_blocks) {
-    const auto* scales = reinterpret_cast<const uint16_t*>(pair + 2 * kQuantBytes);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(packed_block_dot<K>(pair, xb, bias[0])),
-                          scale(scales, dx[0]), acc);
+                          scale(pair, 0, dx[0]), acc);
   }
   _mm512_mask_storeu_ps(y + t0 * y_stride, static_cast<__mmask16>((1u << valid_rows) - 1), acc);
 }
