@@ -79,6 +79,34 @@ TEST(OpsTest, SoftmaxWithMaskedEntriesAndExtremes) {
   EXPECT_EQ(big[8], 0.0f);
 }
 
+// exp_minus_max's exponentials at the bottom of the float range, where 2^n has its smallest
+// exponent (n = -126): expf's values down to -87.3365, zero below (the vector path's cut-off), in
+// every lane of a vector and in the scalar tail (the scalar set, std::exp, keeps the subnormals).
+TEST(OpsTest, ExpMinusMaxNearUnderflow) {
+  const std::vector<float> offsets = {0.0f,     -1.0f,     -80.0f,  -86.9f, -87.0f,  -87.3f,
+                                      -87.336f, -87.3364f, -87.34f, -88.0f, -103.0f, -200.0f,
+                                      -0.5f,    -87.1f,    -60.25f, -87.2f, -87.33f};
+  for (float max : {0.0f, 12.5f, -3.0f}) {
+    std::vector<float> x;
+    for (float o : offsets) x.push_back(max + o);
+    const std::vector<float> orig = x;
+    const float sum = exp_minus_max(x.data(), static_cast<int>(x.size()));
+    double want_sum = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float arg = orig[i] - max;
+      if (arg < -87.3365f) {
+        EXPECT_TRUE(x[i] == 0.0f || x[i] == std::exp(arg)) << arg << " " << x[i];
+        continue;
+      }
+      const double want = std::exp(double{arg});
+      want_sum += want;
+      EXPECT_NEAR(x[i], want, 2e-6 * want) << arg;
+      EXPECT_GT(x[i], 0.0f) << arg;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum);
+  }
+}
+
 TEST(OpsTest, SiluMul) {
   for (int n : kLengths) {
     auto a = random_vec(n, n, 4.0f);

@@ -27,18 +27,9 @@ namespace {
   return _mm_cvtss_f32(m);
 }
 
-// exp(x) for 8 floats: x = n ln2 + r with |r| <= ln2/2 (Cody-Waite split of ln2), a degree-6
-// polynomial for e^r, and 2^n built in the exponent bits. Inputs below -87.3 give 0, above
-// 88.7 give +inf, like expf.
-inline __m256 exp8(__m256 x) {
-  const __m256 hi = _mm256_set1_ps(88.7228f);
-  const __m256 lo = _mm256_set1_ps(-87.3365f);
-  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
-  const __m256 overflow = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
-  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+// e^r for r = x - n ln2 (Cody-Waite split of ln2, |r| <= ln2/2): a degree-6 polynomial.
+inline __m256 exp8_reduced(__m256 x, __m256 n) {
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
   r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
   __m256 p = _mm256_set1_ps(1.9875691500e-4f);
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
@@ -46,7 +37,24 @@ inline __m256 exp8(__m256 x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  return _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+}
+
+inline __m256 round_log2e8(__m256 x) {
+  return _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
+// exp(x) for 8 floats: x = n ln2 + r, e^r by exp8_reduced, and 2^n built in the exponent bits.
+// Inputs below -87.3 give 0, above 88.7 give +inf, like expf.
+inline __m256 exp8(__m256 x) {
+  const __m256 hi = _mm256_set1_ps(88.7228f);
+  const __m256 lo = _mm256_set1_ps(-87.3365f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 overflow = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  const __m256 n = round_log2e8(xc);
+  const __m256 p = exp8_reduced(xc, n);
   // 2^n for n in [-126, 128]: split into two factors so n = 128 and n = -126 stay in range.
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
@@ -58,6 +66,21 @@ inline __m256 exp8(__m256 x) {
   result = _mm256_andnot_ps(underflow, result);
   return _mm256_blendv_ps(result, _mm256_set1_ps(INFINITY), overflow);
 }
+
+// exp8 for x <= 0, as softmax takes it (x - max; a larger x, possible only beside a NaN, is taken
+// as 0), a sixth of attention's time at long context. The same result as exp8 for every such x,
+// NaN included (both give exp(-87.3365)): nothing overflows, and n is in [-126, 0], so 2^n is one
+// factor (exp8's first multiply by a normal power of two is exact, and both round p * 2^n once).
+inline __m256 exp8_nonpositive(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3365f);
+  const __m256 underflow = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  const __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_setzero_ps());
+  const __m256 n = round_log2e8(xc);
+  const __m256 p = exp8_reduced(xc, n);
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(underflow, _mm256_mul_ps(p, _mm256_castsi256_ps(bits)));
+}
 #endif
 
 #if defined(__AVX512F__)
@@ -68,13 +91,11 @@ inline __m256 exp8(__m256 x) {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-// exp8's method for 16 floats.
-inline __m512 exp16(__m512 x) {
-  const __m512 hi = _mm512_set1_ps(88.7228f);
+// exp8_nonpositive's method for 16 floats.
+inline __m512 exp16_nonpositive(__m512 x) {
   const __m512 lo = _mm512_set1_ps(-87.3365f);
   const __mmask16 underflow = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-  const __mmask16 overflow = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_setzero_ps());
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
@@ -86,14 +107,9 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  const __m512i ni = _mm512_cvtps_epi32(n);
-  const __m512i half = _mm512_srai_epi32(ni, 1);
-  const __m512 s1 =
-      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(half, _mm512_set1_epi32(127)), 23));
-  const __m512 s2 = _mm512_castsi512_ps(
-      _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(ni, half), _mm512_set1_epi32(127)), 23));
-  const __m512 result = _mm512_maskz_mov_ps(~underflow, _mm512_mul_ps(_mm512_mul_ps(p, s1), s2));
-  return _mm512_mask_mov_ps(result, overflow, _mm512_set1_ps(INFINITY));
+  const __m512i bits =
+      _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mul_ps(~underflow, p, _mm512_castsi512_ps(bits));
 }
 #endif
 
@@ -112,13 +128,13 @@ float exp_minus_max(float* x, int n) {
   const __m512 vmax = _mm512_set1_ps(max);
   __m512 vsum = _mm512_setzero_ps();
   for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
+    const __m512 e = exp16_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(x + i), vmax));
     _mm512_storeu_ps(x + i, e);
     vsum = _mm512_add_ps(vsum, e);
   }
   if (i < n) {  // the tail through masked lanes, so every element takes the same exp
     const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 e = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), vmax));
+    const __m512 e = exp16_nonpositive(_mm512_sub_ps(_mm512_maskz_loadu_ps(tail, x + i), vmax));
     _mm512_mask_storeu_ps(x + i, tail, e);
     vsum = _mm512_add_ps(vsum, _mm512_maskz_mov_ps(tail, e));
   }
@@ -138,7 +154,7 @@ float exp_minus_max(float* x, int n) {
   const __m256 vmax = _mm256_set1_ps(max);
   __m256 vsum = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    const __m256 e = exp8_nonpositive(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
     _mm256_storeu_ps(x + i, e);
     vsum = _mm256_add_ps(vsum, e);
   }
