@@ -145,41 +145,32 @@ constexpr std::array<PackedPairTileFn, kPairTokens> packed_pair_tiles() {
           &packed_pair_tile<K, 4>, &packed_pair_tile<K, 5>, &packed_pair_tile<K, 6>};
 }
 
-// The integer dot of one block of a packed group with one token (plus its bias), in two
+// The integer dot of one Q4_0 block of a packed group with one token (plus its bias), in two
 // independent dependency chains (integer sums are exact in any order).
-template <QKind K>
-inline __m512i packed_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
+inline __m512i q4_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
   __m512i d0 = _mm512_set1_epi32(bias);
   __m512i d1 = _mm512_setzero_si512();
-  if constexpr (K == QKind::kQ8) {
-    K25_UNROLL8
-    for (int k = 0; k < 8; k += 2) {
-      d0 = _mm512_dpbusd_epi32(d0, _mm512_load_si512(w + 64 * k), broadcast4(xb + 4 * k));
-      d1 = _mm512_dpbusd_epi32(d1, _mm512_load_si512(w + 64 * k + 64), broadcast4(xb + 4 * k + 4));
-    }
-  } else {
-    const __m512i low4 = _mm512_set1_epi8(0x0f);
-    K25_UNROLL8
-    for (int k = 0; k < 4; ++k) {
-      const __m512i v = _mm512_load_si512(w + 64 * k);
-      d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(v, low4), broadcast4(xb + 4 * k));
-      d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4),
-                               broadcast4(xb + 16 + 4 * k));
-    }
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  K25_UNROLL8
+  for (int k = 0; k < 4; ++k) {
+    const __m512i v = _mm512_load_si512(w + 64 * k);
+    d0 = _mm512_dpbusd_epi32(d0, _mm512_and_si512(v, low4), broadcast4(xb + 4 * k));
+    d1 = _mm512_dpbusd_epi32(d1, _mm512_and_si512(_mm512_srli_epi16(v, 4), low4),
+                             broadcast4(xb + 16 + 4 * k));
   }
   return _mm512_add_epi32(d0, d1);
 }
 
-// Decode (one token): the float arithmetic of packed_tile<K, 1> (so a token's result is the
-// same whatever else is in the call), with a software prefetch kPrefetchBytes ahead: from DRAM,
-// the hardware prefetchers alone streamed the packed groups at 12 GB/s on one thread where q_row
-// streams plain rows at 16.5 (Intel Xeon, measured); with a prefetch into L2, 17. Into L1 (T0)
-// is faster still on AMD Zen 5, as fast elsewhere: see kDecodePrefetchHint. The loop walks the
-// group pair by pair with running pointers (recomputing each block's place from its index: Q8_0
-// 9% slower in L2, 1.1B decode 2-4% slower at 2 threads), both blocks' dots before their scales.
-template <QKind K>
-void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
-                        int64_t y_stride, int valid_rows) {
+// Q4_0 decode (one token): the float arithmetic of packed_tile<kQ4, 1> (so a token's result is
+// the same whatever else is in the call), with a software prefetch kPrefetchBytes ahead: from
+// DRAM, the hardware prefetchers alone streamed the packed groups at 12 GB/s on one thread where
+// q_row streams plain rows at 16.5 (Intel Xeon, measured); with a prefetch into L2, 17. Into L1
+// (T0) is faster still on AMD Zen 5, as fast elsewhere: see kDecodePrefetchHint. The loop walks
+// the group pair by pair with running pointers (recomputing each block's place from its index:
+// 1.1B decode 2-4% slower at 2 threads), both blocks' dots before their scales.
+void q4_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
+                    int64_t y_stride, int valid_rows) {
+  constexpr QKind K = QKind::kQ4;
   const int64_t step = a.n_tokens;
   const int8_t* xb = a.q + t0 * a.cols;
   const int32_t* bias = a.bias + t0;
@@ -196,24 +187,85 @@ void packed_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   for (; b + 2 <= a.n_blocks;
        b += 2, pair += kPairs<K>.pair_bytes(), xb += 64, bias += 2 * step, dx += 2 * step) {
     prefetch_ahead(pair, kPairs<K>.pair_bytes());
-    const __m512i dot0 = packed_block_dot<K>(pair, xb, bias[0]);
-    const __m512i dot1 =
-        packed_block_dot<K>(pair + kPairs<K>.quants_in_pair(1), xb + 32, bias[step]);
+    const __m512i dot0 = q4_block_dot(pair, xb, bias[0]);
+    const __m512i dot1 = q4_block_dot(pair + kPairs<K>.quants_in_pair(1), xb + 32, bias[step]);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), scale(pair, 0, dx[0]), acc);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), scale(pair, 1, dx[step]), acc);
   }
   if (b < a.n_blocks) {
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(packed_block_dot<K>(pair, xb, bias[0])),
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4_block_dot(pair, xb, bias[0])),
                           scale(pair, 0, dx[0]), acc);
   }
   _mm512_mask_storeu_ps(y + t0 * y_stride, static_cast<__mmask16>((1u << valid_rows) - 1), acc);
 }
 
+// The integer dot of one Q8_0 block with one token (plus its bias) for the 8 rows of the 256-bit
+// half at w (rows 0-7 of the group at a piece's offset 0, rows 8-15 at 32).
+inline __m256i q8_half_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
+  __m256i d = _mm256_set1_epi32(bias);
+  K25_UNROLL8
+  for (int k = 0; k < 8; ++k) {
+    int32_t x4;
+    std::memcpy(&x4, xb + 4 * k, 4);
+    d = _mm256_dpbusd_epi32(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * k)),
+                            _mm256_set1_epi32(x4));
+  }
+  return d;
+}
+
+// Q8_0 decode (one token) in 256-bit halves, as the avxvnni set runs it: each row's integer and
+// float steps are packed_tile<kQ8, 1>'s (lanes are rows), so the result is too. On AMD Zen 5 the
+// 512-bit loop (q4_tile_decode's) streamed Q8_0 from DRAM slower, though faster in L2 (1.1B
+// decode, alternating runs, 5 rounds, tok/s 512-bit -> halves: 1 thread 21.1-23.2 -> 23.6-24.5,
+// 2 threads 39.7-42.7 -> 43.4-48.7; kernels_bench, one stream per core: from DRAM 22-26 -> 27-31
+// GB/s, in L2 104-128 -> 95). Q4_0's nibble steps kept the 512-bit loop ahead (in L2 71 against
+// 52 GB/s, from DRAM within noise). Not measured on Intel.
+void q8_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
+                    int64_t y_stride, int valid_rows) {
+  constexpr QKind K = QKind::kQ8;
+  const int64_t step = a.n_tokens;
+  const int8_t* xb = a.q + t0 * a.cols;
+  const int32_t* bias = a.bias + t0;
+  const float* dx = a.d + t0;
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  // Block i of the pair at `pair`.
+  const auto add_block = [&](const uint8_t* pair, int i) {
+    const uint8_t* w = pair + kPairs<K>.quants_in_pair(i);
+    const __m256i dot0 = q8_half_block_dot(w, xb, *bias);
+    const __m256i dot1 = q8_half_block_dot(w + 32, xb, *bias);
+    const auto* scales = reinterpret_cast<const __m128i*>(pair + kPairs<K>.scales_in_pair(i));
+    const __m256 x_scale = _mm256_set1_ps(*dx);
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0),
+                           _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(scales)), x_scale), acc0);
+    acc1 =
+        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1),
+                        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(scales + 1)), x_scale), acc1);
+    xb += 32;
+    bias += step;
+    dx += step;
+  };
+  const uint8_t* pair = p.base;
+  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairs<K>.pair_bytes()) {
+    prefetch_ahead(pair, kPairs<K>.pair_bytes());
+    add_block(pair, 0);
+    if (b + 1 < a.n_blocks) add_block(pair, 1);
+  }
+  store_rows(y + t0 * y_stride, acc0, valid_rows);
+  store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
+}
+
 using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
 template <QKind K>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  return {&packed_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>, &packed_tile<K, 4>,
-          &packed_tile<K, 5>,     &packed_tile<K, 6>, &packed_tile<K, 7>, &packed_tile<K, 8>};
+  constexpr PackedTileFn decode = K == QKind::kQ8 ? &q8_tile_decode : &q4_tile_decode;
+  return {decode,
+          &packed_tile<K, 2>,
+          &packed_tile<K, 3>,
+          &packed_tile<K, 4>,
+          &packed_tile<K, 5>,
+          &packed_tile<K, 6>,
+          &packed_tile<K, 7>,
+          &packed_tile<K, 8>};
 }
 
 // The activations' bias per block: the whole correction for the weights' unsigned offset.
