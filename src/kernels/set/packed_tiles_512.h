@@ -1,5 +1,6 @@
 // The 512-bit packed matmul tiles (the avx512 set), included by matmul.cpp inside its namespace
-// after PackedGroup: one 512-bit dpbusd advances the dots of a group's 16 rows with one token.
+// after PackedGroup: one 512-bit dpbusd advances the dots of a group's 16 rows with one token
+// (but Q8_0 decode takes 256-bit halves, see q8_tile_decode).
 // GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the unused merge source,
 // which -Wmaybe-uninitialized reports at every use.
 #if defined(__GNUC__) && !defined(__clang__)
