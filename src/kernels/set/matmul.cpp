@@ -475,6 +475,7 @@ inline void store_rows(float* y, __m256 v, int valid) {
   }
 }
 
+#include "kernels/set/packed_halves_256.h"
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__)
 #include "kernels/set/packed_tiles_512.h"
 #else

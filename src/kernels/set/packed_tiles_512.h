@@ -1,6 +1,6 @@
 // The 512-bit packed matmul tiles (the avx512 set), included by matmul.cpp inside its namespace
 // after PackedGroup: one 512-bit dpbusd advances the dots of a group's 16 rows with one token
-// (but Q8_0 decode takes 256-bit halves, see q8_tile_decode).
+// (but Q8_0 decode takes 256-bit halves, see packed_tiles).
 // GCC 12's AVX-512 conversion intrinsics pass _mm512_undefined_ps() as the unused merge source,
 // which -Wmaybe-uninitialized reports at every use.
 #if defined(__GNUC__) && !defined(__clang__)
@@ -200,65 +200,18 @@ void q4_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float*
   _mm512_mask_storeu_ps(y + t0 * y_stride, static_cast<__mmask16>((1u << valid_rows) - 1), acc);
 }
 
-// The integer dot of one Q8_0 block with one token (plus its bias) for the 8 rows of the 256-bit
-// half at w (rows 0-7 of the group at a piece's offset 0, rows 8-15 at 32).
-inline __m256i q8_half_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
-  __m256i d = _mm256_set1_epi32(bias);
-  K25_UNROLL8
-  for (int k = 0; k < 8; ++k) {
-    int32_t x4;
-    std::memcpy(&x4, xb + 4 * k, 4);
-    d = _mm256_dpbusd_epi32(d, _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * k)),
-                            _mm256_set1_epi32(x4));
-  }
-  return d;
-}
-
-// Q8_0 decode (one token) in 256-bit halves, as the avxvnni set runs it: each row's integer and
-// float steps are packed_tile<kQ8, 1>'s (lanes are rows), so the result is too. On AMD Zen 5 the
-// 512-bit loop (q4_tile_decode's) streamed Q8_0 from DRAM slower, though faster in L2 (1.1B
-// decode, alternating runs, 5 rounds, tok/s 512-bit -> halves: 1 thread 21.1-23.2 -> 23.6-24.5,
-// 2 threads 39.7-42.7 -> 43.4-48.7; kernels_bench, one stream per core: from DRAM 22-26 -> 27-31
-// GB/s, in L2 104-128 -> 95). Q4_0's nibble steps kept the 512-bit loop ahead (in L2 71 against
-// 52 GB/s, from DRAM within noise). Not measured on Intel.
-void q8_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
-                    int64_t y_stride, int valid_rows) {
-  constexpr QKind K = QKind::kQ8;
-  const int64_t step = a.n_tokens;
-  const int8_t* xb = a.q + t0 * a.cols;
-  const int32_t* bias = a.bias + t0;
-  const float* dx = a.d + t0;
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  // Block i of the pair at `pair`.
-  const auto add_block = [&](const uint8_t* pair, int i) {
-    const uint8_t* w = pair + kPairs<K>.quants_in_pair(i);
-    const __m256i dot0 = q8_half_block_dot(w, xb, *bias);
-    const __m256i dot1 = q8_half_block_dot(w + 32, xb, *bias);
-    const auto* scales = reinterpret_cast<const __m128i*>(pair + kPairs<K>.scales_in_pair(i));
-    const __m256 x_scale = _mm256_set1_ps(*dx);
-    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot0),
-                           _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(scales)), x_scale), acc0);
-    acc1 =
-        _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot1),
-                        _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128(scales + 1)), x_scale), acc1);
-    xb += 32;
-    bias += step;
-    dx += step;
-  };
-  const uint8_t* pair = p.base;
-  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairs<K>.pair_bytes()) {
-    prefetch_ahead(pair, kPairs<K>.pair_bytes());
-    add_block(pair, 0);
-    if (b + 1 < a.n_blocks) add_block(pair, 1);
-  }
-  store_rows(y + t0 * y_stride, acc0, valid_rows);
-  store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
-}
-
 using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
+// Q8_0 decodes in 256-bit halves, as the avxvnni set does (packed_halves_256.h): lanes are rows,
+// so each row's integer and float steps are packed_tile<kQ8, 1>'s and so is the result. On AMD
+// Zen 5 a 512-bit loop like q4_tile_decode streamed Q8_0 from DRAM slower, though faster in L2
+// (1.1B decode, alternating runs, 5 rounds, tok/s 512-bit -> halves: 1 thread 21.1-23.2 ->
+// 23.6-24.5, 2 threads 39.7-42.7 -> 43.4-48.7; kernels_bench, one stream per core: from DRAM
+// 22-26 -> 27-31 GB/s, in L2 104-128 -> 95). Q4_0's nibble steps kept the 512-bit loop ahead (in
+// L2 71 against 52 GB/s, from DRAM within noise). Not measured on Intel.
 template <QKind K>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  constexpr PackedTileFn decode = K == QKind::kQ8 ? &q8_tile_decode : &q4_tile_decode;
+  constexpr PackedTileFn decode =
+      K == QKind::kQ8 ? &halves_tile_decode<QKind::kQ8> : &q4_tile_decode;
   return {decode,
           &packed_tile<K, 2>,
           &packed_tile<K, 3>,
