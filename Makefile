@@ -4,7 +4,7 @@ BUILD ?= build
 MODEL ?= ../shared/models/stories260K.gguf
 CONFIG ?= k25_config.yaml
 
-.PHONY: all setup build run test unit-test asan-test tsan-test fuzz-test bench format clean
+.PHONY: all setup build run test unit-test asan-test tsan-test fuzz-test aarch64-test bench format clean
 
 all: build
 
@@ -20,10 +20,11 @@ run: setup build
 
 # All tests: release unit + integration tests, the unit and integration tests again under
 # ASan+UBSan (the servers and tools the integration tests start are built the same way), the
-# engine, scheduler and server tests under TSan, and a bounded libFuzzer run of each parser.
+# engine, scheduler and server tests under TSan, a bounded libFuzzer run of each parser, and the
+# aarch64 build's kernel tests under qemu.
 test: setup build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
-	$(MAKE) asan-test tsan-test fuzz-test
+	$(MAKE) asan-test tsan-test fuzz-test aarch64-test
 
 # Left out under the sanitizers, as measurements they distort (the release run has them): the
 # emulated-CPU runs (ASan's shadow memory under qemu-user exhausts the machine's memory), the
@@ -59,6 +60,14 @@ fuzz-test:
 	cmake --build build-fuzz -j $(JOBS) --target fuzz_targets
 	bash scripts/run-fuzzers.sh build-fuzz/bin
 
+# 64-bit ARM: the whole build cross-compiled with -Werror (no x86 intrinsic outside the x86
+# kernel sets), then the kernel and llama.cpp reference tests of its scalar set under qemu-aarch64.
+aarch64-test:
+	cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DK25_BUILD_BENCH=OFF > /dev/null
+	cmake --build build-aarch64 -j $(JOBS)
+	cd build-aarch64 && ctest --output-on-failure -L emulated --timeout 900
+
 # PEER: a llama.cpp build/bin folder to compare against (skipped when absent).
 PEER ?= ../peer/llama.cpp/build/bin
 bench: build
@@ -68,4 +77,4 @@ format:
 	clang-format -i $$(git ls-files '*.cpp' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-aarch64

@@ -1,13 +1,22 @@
 # Kernel sets: src/kernels/set/ is compiled once per instruction set, each time with its own
 # -march flags and its own namespace (k25::isa_<set>), and the binary picks one at start from
 # CPUID (src/kernels/dispatch.cpp; K25_ISA overrides). Everything else is compiled for the
-# baseline, so one binary runs on any x86-64 with SSE4.2.
-set(K25_BASELINE_ARCH_FLAGS -march=x86-64-v2 -mtune=generic)
+# baseline, so one binary runs on any x86-64 with SSE4.2. On other processors (aarch64, built
+# natively or with cmake/aarch64-linux-gnu.cmake) the scalar set is the only one, compiled for
+# the architecture's baseline.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(K25_X86 ON)
+  set(K25_BASELINE_ARCH_FLAGS -march=x86-64-v2 -mtune=generic)
+  set(K25_KERNEL_SET_FLAGS_avx2 -march=x86-64-v3 -mtune=generic)
+  set(K25_KERNEL_SET_FLAGS_avxvnni -march=x86-64-v3 -mavxvnni -mtune=generic)
+  set(K25_KERNEL_SET_FLAGS_avx512 -march=x86-64-v4 -mavx512vnni -mtune=generic)
+  set(K25_KERNEL_SETS scalar avx2 avxvnni avx512)
+else()
+  set(K25_X86 OFF)
+  set(K25_BASELINE_ARCH_FLAGS "")
+  set(K25_KERNEL_SETS scalar)
+endif()
 set(K25_KERNEL_SET_FLAGS_scalar ${K25_BASELINE_ARCH_FLAGS})
-set(K25_KERNEL_SET_FLAGS_avx2 -march=x86-64-v3 -mtune=generic)
-set(K25_KERNEL_SET_FLAGS_avxvnni -march=x86-64-v3 -mavxvnni -mtune=generic)
-set(K25_KERNEL_SET_FLAGS_avx512 -march=x86-64-v4 -mavx512vnni -mtune=generic)
-set(K25_KERNEL_SETS scalar avx2 avxvnni avx512)
 
 # Position-independent code, so that the objects can go into libk25.so as well as into the
 # executables. -fno-semantic-interposition keeps GCC inlining and calling our own functions
@@ -53,7 +62,7 @@ endfunction()
 # tests on each of them.
 function(k25_host_kernel_sets out)
   set(sets scalar)
-  if(EXISTS /proc/cpuinfo)
+  if(K25_X86 AND NOT CMAKE_CROSSCOMPILING AND EXISTS /proc/cpuinfo)
     file(STRINGS /proc/cpuinfo flags_line REGEX "^flags" LIMIT_COUNT 1)
     string(REGEX REPLACE "^flags[ \t]*:[ \t]*" " " flags " ${flags_line} ")
     k25_cpu_has(has_v3 "${flags}" avx2 fma f16c bmi2)

@@ -18,6 +18,12 @@ PACKAGES=(
   util-linux                                # unshare: the L3 full-disk test's private tmpfs
   qemu-user                                 # qemu-x86_64: the kernel-set test runs k25-run on emulated older CPUs
   ccache                                    # CI reuses the compilations of the session that built the submission
+  # The aarch64 build (make aarch64-test): the cross compiler and Debian's arm64 libraries, run
+  # under qemu-aarch64 (qemu-user above). yaml-cpp only as the runtime library: its -dev package
+  # is not co-installable and would replace the amd64 one (see cmake/aarch64/yaml-cpp-config.cmake).
+  g++-aarch64-linux-gnu libc6:arm64 libstdc++6:arm64 libyaml-cpp0.7:arm64
+  libboost-system-dev:arm64 liburing-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64
+  libhiredis-dev:arm64
 )
 NPM_CLIENT_DIR="$(cd "$(dirname "$0")/.." && pwd)/tests/integration/clients"
 
@@ -44,6 +50,8 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# The arm64 packages come from the same Debian mirror once dpkg accepts the architecture.
+dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
 echo "setup: installing ${missing[*]}"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

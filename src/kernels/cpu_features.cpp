@@ -36,6 +36,7 @@ uint64_t xcr0() {
 
 CpuFeatures detect_cpu_features() {
   CpuFeatures f;
+  f.x86_64 = true;
   const Regs l1 = cpuid(1, 0);
   const Regs l7 = cpuid(7, 0);
   const Regs l7s1 = cpuid(7, 1);

@@ -4,6 +4,10 @@
 namespace k25 {
 
 struct CpuFeatures {
+  // An x86-64 CPU (what an x86-64 build runs on): the scalar set is then compiled for
+  // x86-64-v2 and needs SSE4.2 and POPCNT. Elsewhere (aarch64) it needs nothing more than the
+  // architecture, and the fields below stay false.
+  bool x86_64 = false;
   bool sse42 = false;
   bool popcnt = false;
   bool avx2 = false;  // with the OS saving YMM state

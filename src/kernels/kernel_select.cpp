@@ -9,7 +9,8 @@ std::string missing_feature(const CpuFeatures& cpu, std::string_view isa) {
     bool present;
     const char* feature;
   };
-  const Need scalar[] = {{cpu.sse42, "sse4.2"}, {cpu.popcnt, "popcnt"}};
+  const Need scalar[] = {{cpu.sse42 || !cpu.x86_64, "sse4.2"},
+                         {cpu.popcnt || !cpu.x86_64, "popcnt"}};
   const Need avx2[] = {
       {cpu.avx2, "avx2"}, {cpu.fma, "fma"}, {cpu.f16c, "f16c"}, {cpu.bmi2, "bmi2"}};
   const auto first_missing = [](const auto& needs) -> std::string {

@@ -22,7 +22,7 @@ namespace {
 
 CpuFeatures nehalem() {
   CpuFeatures f;
-  f.sse42 = f.popcnt = true;
+  f.x86_64 = f.sse42 = f.popcnt = true;
   return f;
 }
 
@@ -92,8 +92,22 @@ TEST(KernelSelect, ARequestTheCpuCannotRunFailsNamingTheMissingFeature) {
             "K25_ISA=avx2 needs the CPU feature f16c, which this CPU lacks");
   EXPECT_EQ(request_error(sapphire_rapids(), "neon"),
             "K25_ISA=neon is not a kernel set (scalar, avx2, avxvnni or avx512)");
-  EXPECT_EQ(request_error(CpuFeatures{}, ""), "this CPU lacks sse4.2, which k25 needs");
+  CpuFeatures core2;
+  core2.x86_64 = true;
+  EXPECT_EQ(request_error(core2, ""), "this CPU lacks sse4.2, which k25 needs");
 }
+
+// On another architecture (an aarch64 build) the scalar set is compiled for that architecture's
+// baseline: it needs no x86 feature, and the x86 sets are refused by name.
+TEST(KernelSelect, ACpuThatIsNotX86RunsTheScalarSet) {
+  const CpuFeatures arm;
+  EXPECT_EQ(choose_kernel_isa(arm, ""), "scalar");
+  EXPECT_EQ(choose_kernel_isa(arm, "scalar"), "scalar");
+  EXPECT_EQ(request_error(arm, "avx2"),
+            "K25_ISA=avx2 needs the CPU feature avx2, which this CPU lacks");
+}
+
+#if defined(__x86_64__)
 
 // /proc/cpuinfo's flags, as the kernel reports them.
 std::string cpuinfo_flags() {
@@ -133,14 +147,24 @@ TEST(CpuFeatures, DetectionAgreesWithTheKernelsFlags) {
                             has("avx512cd"));
   EXPECT_EQ(cpu.avx512vnni, cpu.avx512 && has("avx512_vnni"));
 }
+#endif  // __x86_64__
+
+#if defined(__x86_64__)
+constexpr const char* kCompiledIsas[] = {"scalar", "avx2", "avxvnni", "avx512"};
+#else
+constexpr const char* kCompiledIsas[] = {"scalar"};
+#endif
 
 TEST(KernelTable, EverySetIsCompiledInAndTheActiveOneIsRunnable) {
-  for (const char* isa : {"scalar", "avx2", "avxvnni", "avx512"}) {
+  for (const char* isa : kCompiledIsas) {
     const KernelTable* t = find_kernel_table(isa);
     ASSERT_NE(t, nullptr) << isa;
     EXPECT_STREQ(t->isa, isa);
   }
   EXPECT_EQ(find_kernel_table("neon"), nullptr);
+#if !defined(__x86_64__)
+  EXPECT_EQ(find_kernel_table("avx2"), nullptr);
+#endif
   const std::vector<std::string> runnable = runnable_kernel_isas();
   ASSERT_FALSE(runnable.empty());
   EXPECT_EQ(runnable.front(), "scalar");

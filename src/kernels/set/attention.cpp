@@ -11,8 +11,6 @@
 // portable path), so both types run the same float operations in the same order.
 #include "kernels/attention.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -21,6 +19,7 @@
 #include "kernels/quant.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+#include "kernels/set/x86_intrinsics.h"
 
 // GCC 12's AVX-512 intrinsics pass an undefined vector as the unused merge source, which
 // -Wuninitialized reports at every use.

@@ -3,9 +3,8 @@
 // summed alone or eight together, so kernels that batch their sums keep their results.
 #pragma once
 
-#include <immintrin.h>
-
 #include "kernels/set/kernel_set_namespace.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 

@@ -18,8 +18,6 @@
 // that.
 #include "kernels/matmul.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -38,6 +36,7 @@
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
 #include "kernels/set/vnni.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 namespace {

@@ -3,8 +3,6 @@
 // checked by the tests) in the AVX2 path.
 #include "kernels/ops.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "kernels/set/float_sums.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 namespace {

@@ -1,7 +1,5 @@
 // The row conversions (F16C where the set has it) and the Q8_0 / Q4_0 encoders and decoders
 // behind dequantize_row / quantize_row, per kernel set.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +9,7 @@
 #include "kernels/quant.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 namespace {

@@ -2,13 +2,12 @@
 // quantisation of matmul, plus the portable f16 conversions (tested against F16C).
 #pragma once
 
-#include <immintrin.h>
-
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/quant.h"
 #include "kernels/set/kernel_set_namespace.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 

@@ -1,7 +1,5 @@
 // Repacking Q8_0 / Q4_0 / Q4_K / Q5_K / Q6_K matrices into the interleaved layout of
 // kernels/repack.h, on the kernel sets whose matmul reads it (all but the scalar one).
-#include <immintrin.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -16,6 +14,7 @@
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
 #include "kernels/set/vnni.h"
+#include "kernels/set/x86_intrinsics.h"
 
 namespace k25::K25_KERNEL_SET {
 

@@ -2,9 +2,9 @@
 // packed Q8_0 layout (kernels/repack.h), shared by the packer and the packed tiles.
 #pragma once
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include "kernels/set/x86_intrinsics.h"
 
 // VNNI's dpbusd does the u8 x s8 dot of four bytes into an int32 lane in one instruction: 256-bit
 // under AVX-512 VL (the avx512 set) or as AVX-VNNI (the avxvnni set: Alder Lake, Zen 5).
