@@ -61,12 +61,13 @@ fuzz-test:
 	bash scripts/run-fuzzers.sh build-fuzz/bin
 
 # 64-bit ARM: the whole build cross-compiled with -Werror (no x86 intrinsic outside the x86
-# kernel sets), then the kernel and llama.cpp reference tests of its scalar set under qemu-aarch64.
+# kernel sets), then under qemu-aarch64 the kernel and llama.cpp reference tests of its scalar
+# set and the tokeniser, template, parser and scheduler tests (CMakeLists.txt, label emulated).
 aarch64-test:
 	cmake -S . -B build-aarch64 -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DK25_BUILD_BENCH=OFF > /dev/null
 	cmake --build build-aarch64 -j $(JOBS)
-	cd build-aarch64 && ctest --output-on-failure -L emulated --timeout 900
+	cd build-aarch64 && ctest --output-on-failure -j $(JOBS) -L emulated --timeout 900
 
 # PEER: a llama.cpp build/bin folder to compare against (skipped when absent).
 PEER ?= ../peer/llama.cpp/build/bin
