@@ -68,17 +68,31 @@ struct HalfPiece<QKind::kQ4> {
     lo = _mm256_and_si256(v, low4);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
   }
-  // x_lo, x_hi: x's quants 4k..4k+3 and 16+4k..16+4k+3 of the block, broadcast.
+  // A block's dot is accumulated from start(bias), advanced by step for each piece and read by
+  // finish. x_lo, x_hi: x's quants 4k..4k+3 and 16+4k..16+4k+3 of the block, broadcast.
 #if defined(K25_MATMUL_VNNI)
+  static __m256i start(int32_t bias) {
+    return _mm256_set1_epi32(bias);
+  }
   __m256i step(__m256i dot, __m256i x_lo, __m256i x_hi) const {
     return K25_DPBUSD256(K25_DPBUSD256(dot, lo, x_lo), hi, x_hi);
   }
+  static __m256i finish(__m256i dot, int32_t /*bias*/) {
+    return dot;
+  }
 #else
-  // 16-bit partial sums of a block (see the top of this file).
-  __m256i step16(__m256i sum16, __m256i x_lo, __m256i x_hi) const {
+  // 16-bit partial sums over the block (see the top of this file), widened and biased once.
+  static __m256i start(int32_t /*bias*/) {
+    return _mm256_setzero_si256();
+  }
+  __m256i step(__m256i sum16, __m256i x_lo, __m256i x_hi) const {
     const __m256i a = _mm256_maddubs_epi16(lo, x_lo);
     const __m256i b = _mm256_maddubs_epi16(hi, x_hi);
     return _mm256_add_epi16(sum16, _mm256_add_epi16(a, b));
+  }
+  static __m256i finish(__m256i sum16, int32_t bias) {
+    return _mm256_add_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
+                            _mm256_set1_epi32(bias));
   }
 #endif
 };
@@ -128,29 +142,10 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
       }
     }
   } else {
-#if defined(K25_MATMUL_VNNI)
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
       K25_UNROLL
-      for (int t = 0; t < T; ++t) dot[h][t] = _mm256_set1_epi32(bias[t]);
-    }
-    K25_UNROLL
-    for (int k = 0; k < 4; ++k) {
-      const auto piece = pieces_at<K, H, T>(w + 64 * k);
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const __m256i x_lo = broadcast4_256(xb + t * x_stride + 4 * k);
-        const __m256i x_hi = broadcast4_256(xb + t * x_stride + 16 + 4 * k);
-        K25_UNROLL
-        for (int h = 0; h < H; ++h) dot[h][t] = piece[h].step(dot[h][t], x_lo, x_hi);
-      }
-    }
-#else
-    __m256i sum16[H][T];
-    K25_UNROLL
-    for (int h = 0; h < H; ++h) {
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) sum16[h][t] = _mm256_setzero_si256();
+      for (int t = 0; t < T; ++t) dot[h][t] = HalfPiece<K>::start(bias[t]);
     }
     K25_UNROLL
     for (int k = 0; k < 4; ++k) {
@@ -161,20 +156,16 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
         const __m256i x_hi = broadcast4_256(xb + t * x_stride + 16 + 4 * k);
         K25_UNROLL
         for (int h = 0; h < H; ++h) {
-          sum16[h][t] = piece[h].step16(sum16[h][t], x_lo, x_hi);
-          keep_as_chain(sum16[h][t]);
+          dot[h][t] = piece[h].step(dot[h][t], x_lo, x_hi);
+          keep_as_chain(dot[h][t]);
         }
       }
     }
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
       K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        dot[h][t] = _mm256_add_epi32(_mm256_madd_epi16(sum16[h][t], _mm256_set1_epi16(1)),
-                                     _mm256_set1_epi32(bias[t]));
-      }
+      for (int t = 0; t < T; ++t) dot[h][t] = HalfPiece<K>::finish(dot[h][t], bias[t]);
     }
-#endif
   }
 }
 
