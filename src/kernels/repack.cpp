@@ -18,6 +18,16 @@ size_t packed_group_bytes(DType type, int64_t cols) {
   return static_cast<size_t>((cols / 32 + 1) / 2) * pairs.pair_bytes();
 }
 
+size_t packed_q8_minimum_flags(int64_t rows, int64_t cols) {
+  return static_cast<size_t>((rows + kPackedGroupRows - 1) / kPackedGroupRows) *
+         packed_group_bytes(DType::Q8_0, cols);
+}
+
+size_t packed_matrix_bytes(DType type, int64_t rows, int64_t cols) {
+  const auto n_groups = static_cast<size_t>((rows + kPackedGroupRows - 1) / kPackedGroupRows);
+  return n_groups * packed_group_bytes(type, cols) + (type == DType::Q8_0 ? n_groups : 0);
+}
+
 void PackedMatrix::Free::operator()(void* p) const {
   std::free(p);
 }

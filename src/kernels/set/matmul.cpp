@@ -506,7 +506,15 @@ template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
   constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
-  static constexpr auto tiles = packed_tiles<K>();
+  // The avx2 set's Q8_0 decode needs a group's quants in [-127, 127] (vnni.h): the flags after
+  // a matrix repacked at load say which groups have them (kernels/repack.h); a group packed here
+  // takes the decode that reads any quant.
+  constexpr bool kSymmetricDecode = K == QKind::kQ8 && kDecodeNeedsSymmetricQ8;
+  static constexpr auto tiles = packed_tiles<K, false>();
+  static constexpr auto symmetric_tiles = packed_tiles<K, kSymmetricDecode>();
+  const uint8_t* minimum_flags = kSymmetricDecode && packed != nullptr
+                                     ? packed + packed_q8_minimum_flags(rows, acts.cols)
+                                     : nullptr;
   const int n_tokens = static_cast<int>(acts.n_tokens);
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
   uint8_t* buffer = nullptr;
@@ -539,8 +547,10 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
     }
 #endif
     const PackedGroup p = group_at(g, r0, valid, 0);
+    const auto& group_tiles =
+        minimum_flags != nullptr && minimum_flags[g] == 0 ? symmetric_tiles : tiles;
     for (int t0 = 0; t0 < n_tokens; t0 += kPackTokens) {
-      tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
+      group_tiles[std::min(kPackTokens, n_tokens - t0) - 1](p, acts, t0, y + r0, rows, valid);
     }
   }
 }

@@ -53,9 +53,10 @@ void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
 }
 
 using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, float*, int64_t, int);
-template <QKind K>
+// kSymmetricQ8: for groups whose Q8_0 quants are in [-127, 127] (kernels/repack.h).
+template <QKind K, bool kSymmetricQ8>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  return {&halves_tile_decode<K>, &packed_tile<K, 2>, &packed_tile<K, 3>};
+  return {&halves_tile_decode<K, kSymmetricQ8>, &packed_tile<K, 2>, &packed_tile<K, 3>};
 }
 
 // The activations' bias per block: the whole correction for the weights' unsigned offset.

@@ -208,10 +208,11 @@ using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, flo
 // 23.6-24.5, 2 threads 39.7-42.7 -> 43.4-48.7; kernels_bench, one stream per core: from DRAM
 // 22-26 -> 27-31 GB/s, in L2 104-128 -> 95). Q4_0's nibble steps kept the 512-bit loop ahead (in
 // L2 71 against 52 GB/s, from DRAM within noise). Not measured on Intel.
-template <QKind K>
+// kSymmetricQ8 (vnni.h) changes nothing here: dpbusd takes any quant.
+template <QKind K, bool kSymmetricQ8>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
   constexpr PackedTileFn decode =
-      K == QKind::kQ8 ? &halves_tile_decode<QKind::kQ8> : &q4_tile_decode;
+      K == QKind::kQ8 ? &halves_tile_decode<QKind::kQ8, kSymmetricQ8> : &q4_tile_decode;
   return {decode,
           &packed_tile<K, 2>,
           &packed_tile<K, 3>,

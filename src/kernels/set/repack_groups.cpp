@@ -191,6 +191,18 @@ void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
   }
 }
 
+// Whether a packed Q8_0 group holds a quant of -128 (kernels/repack.h).
+bool holds_q8_minimum(const uint8_t* group, int64_t n_blocks) {
+  constexpr PackedBlockPairs kQ8Pairs{packed_quant_bytes(DType::Q8_0)};
+  constexpr uint8_t kMinimum = 0x80 ^ kPackedQ8Flip;
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    if (std::memchr(group + kQ8Pairs.quants_at(b), kMinimum, kQ8Pairs.quant_bytes) != nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
@@ -227,8 +239,8 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       fail("repack: tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ", need);
     }
     const int64_t n_groups = (rows + kPackedGroupRows - 1) / kPackedGroupRows;
-    out.push_back(PackedMatrix::allocate(std::max<size_t>(
-        1, static_cast<size_t>(n_groups) * packed_group_bytes(w.type, w.row_length()))));
+    out.push_back(PackedMatrix::allocate(
+        std::max<size_t>(1, packed_matrix_bytes(w.type, rows, w.row_length()))));
     for (int64_t g = 0; g < n_groups; g += kChunkGroups) {
       items.push_back({i, g, std::min(n_groups, g + kChunkGroups)});
     }
@@ -257,6 +269,9 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
           pack_group_q6_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else {
           pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group);
+          if (w.type == DType::Q8_0) {
+            base[packed_q8_minimum_flags(rows, cols) + g] = holds_q8_minimum(group, cols / 32);
+          }
         }
       }
       if (on_repacked) {

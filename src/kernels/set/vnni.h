@@ -27,4 +27,12 @@ constexpr uint8_t kPackedQ8Flip = 0x80;
 constexpr uint8_t kPackedQ8Flip = 0;
 #endif
 
+// Whether the packed Q8_0 decode of this set needs the group's quants in [-127, 127] (the avx2
+// set's moves x's sign onto the weights, see kernels/repack.h); dpbusd takes any quant.
+#if defined(K25_MATMUL_VNNI)
+constexpr bool kDecodeNeedsSymmetricQ8 = false;
+#else
+constexpr bool kDecodeNeedsSymmetricQ8 = true;
+#endif
+
 }  // namespace k25::K25_KERNEL_SET
