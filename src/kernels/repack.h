@@ -12,7 +12,8 @@
 // block 2j and those of block 2j + 1 (PackedBlockPairs; an odd last block's pair is padded with
 // zeros), so a group is one sequential stream, 64-byte aligned pair by pair. (With all scales
 // after all quants, the second stream cost the avx2 Q8_0 decode kernel about a fifth of its
-// speed on one Zen 5 thread.) Rows past the end of the tensor are zero with scale 0.
+// speed on one Zen 5 thread.) Rows past the end of the tensor are zero with scale 0. A Q8_0
+// matrix ends with one flag byte per group (packed_q8_minimum_flags below).
 //
 // Q4_K groups (16 rows too) are one sequence of kPackedQ4kSuperBytes per super-block of 256,
 // so a group is a single stream: the 128 quant bytes of each row as 32 pieces of 64 bytes (piece
