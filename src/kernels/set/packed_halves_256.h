@@ -174,10 +174,10 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
 #if !defined(K25_MATMUL_VNNI)
 // Decode's integer dots of one Q8_0 block with both halves when every quant of the group is in
 // [-127, 127] (x's always are, see quant_simd.h): the sign trick the other way round, |x| (once
-// per 4 quants of x, for both halves) times w with x's sign. Each piece then feeds one
-// instruction, which takes its load, in place of an abs and a sign beside a load of its own
-// (TinyLlama Q8_0 decode +8-10%, see docs/benchmarks.md). The products and their pairwise sums
-// are those of block_dots, so the dots are the same integers.
+// per 4 quants of x, for both halves) times w with x's sign: one abs for two pieces instead of
+// one per piece, 9 vector operations per 4 quants of x instead of 10 (TinyLlama Q8_0 decode
+// +8-10%, see docs/benchmarks.md). The products and their pairwise sums are those of block_dots,
+// so the dots are the same integers.
 inline void symmetric_q8_decode_dots(const uint8_t* w, const int8_t* xb, __m256i (&dot)[2][1]) {
   dot[0][0] = _mm256_setzero_si256();
   dot[1][0] = _mm256_setzero_si256();
