@@ -19,12 +19,11 @@ size_t packed_group_bytes(DType type, int64_t cols) {
 }
 
 size_t packed_q8_minimum_flags(int64_t rows, int64_t cols) {
-  return static_cast<size_t>((rows + kPackedGroupRows - 1) / kPackedGroupRows) *
-         packed_group_bytes(DType::Q8_0, cols);
+  return static_cast<size_t>(packed_group_count(rows)) * packed_group_bytes(DType::Q8_0, cols);
 }
 
 size_t packed_matrix_bytes(DType type, int64_t rows, int64_t cols) {
-  const auto n_groups = static_cast<size_t>((rows + kPackedGroupRows - 1) / kPackedGroupRows);
+  const auto n_groups = static_cast<size_t>(packed_group_count(rows));
   return n_groups * packed_group_bytes(type, cols) + (type == DType::Q8_0 ? n_groups : 0);
 }
 

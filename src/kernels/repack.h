@@ -86,6 +86,11 @@ struct PackedBlockPairs {
     return static_cast<size_t>(b / 2) * pair_bytes() + scales_in_pair(b % 2);
   }
 };
+// Groups of a matrix with `rows` rows (the last one padded).
+constexpr int64_t packed_group_count(int64_t rows) {
+  return (rows + kPackedGroupRows - 1) / kPackedGroupRows;
+}
+
 // Bytes of one group of a matrix with `cols` columns (cols a multiple of the type's block), a
 // multiple of 64.
 size_t packed_group_bytes(DType type, int64_t cols);

@@ -555,10 +555,6 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   }
 }
 
-int64_t group_count(int64_t rows) {
-  return (rows + kGroupRows - 1) / kGroupRows;
-}
-
 // Groups [g0, g1) of one matrix (a part of a parallel section over several).
 struct GroupWork {
   int64_t n_groups;
@@ -569,7 +565,7 @@ struct GroupWork {
 // as a part of a parallel section.
 GroupWork packed_work(QKind kind, const uint8_t* w, size_t w_row_bytes, const uint8_t* packed,
                       int64_t rows, const QuantizedActs& acts, float* y) {
-  GroupWork work{group_count(rows), {}};
+  GroupWork work{packed_group_count(rows), {}};
   if (kind == QKind::kQ8) {
     work.run = [=, &acts](int64_t g0, int64_t g1) {
       packed_groups<QKind::kQ8>(w, w_row_bytes, packed, rows, acts, y, g0, g1);
@@ -682,7 +678,7 @@ void packed_k_groups(const uint8_t* packed, int64_t rows, int64_t cols, const Pa
 GroupWork packed_k_work(const TensorView& w, const PackedKActs& acts, int n_tokens, float* y) {
   const auto* packed = static_cast<const uint8_t*>(w.packed);
   const int64_t rows = w.n_rows(), cols = w.row_length();
-  GroupWork work{group_count(rows), {}};
+  GroupWork work{packed_group_count(rows), {}};
   if (w.type == DType::Q4_K) {
     work.run = [=, &acts](int64_t g0, int64_t g1) {
       packed_k_groups<PackedQ4k>(packed, rows, cols, acts, n_tokens, y, g0, g1);

@@ -171,7 +171,6 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
   }
 }
 
-#if !defined(K25_MATMUL_VNNI)
 // Decode's integer dots of one Q8_0 block with both halves when every quant of the group is in
 // [-127, 127] (x's always are, see quant_simd.h): the sign trick the other way round, |x| (once
 // per 4 quants of x, for both halves) times w with x's sign: one abs for two pieces instead of
@@ -194,7 +193,6 @@ inline void symmetric_q8_decode_dots(const uint8_t* w, const int8_t* xb, __m256i
     }
   }
 }
-#endif
 
 // d_w of the 8 rows of one half, from a block's 16 row scales.
 inline __m256 half_block_dw(const uint16_t* scales, int half) {
@@ -219,15 +217,11 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   const auto add_block = [&](const uint8_t* pair, int i) {
     const auto* scales = reinterpret_cast<const uint16_t*>(pair + kPairs<K>.scales_in_pair(i));
     __m256i dot[2][1];
-#if !defined(K25_MATMUL_VNNI)
     if constexpr (K == QKind::kQ8 && kSymmetricQ8) {
       symmetric_q8_decode_dots(pair + kPairs<K>.quants_in_pair(i), xb, dot);
     } else {
       block_dots<K, 1, 2>(pair + kPairs<K>.quants_in_pair(i), xb, a.cols, bias, dot);
     }
-#else
-    block_dots<K, 1, 2>(pair + kPairs<K>.quants_in_pair(i), xb, a.cols, bias, dot);
-#endif
     const __m256 x_scale = _mm256_set1_ps(*dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
                            _mm256_mul_ps(half_block_dw(scales, 0), x_scale), acc0);

@@ -238,7 +238,7 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
     if (w.data == nullptr || w.bytes < need) {
       fail("repack: tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ", need);
     }
-    const int64_t n_groups = (rows + kPackedGroupRows - 1) / kPackedGroupRows;
+    const int64_t n_groups = packed_group_count(rows);
     out.push_back(PackedMatrix::allocate(
         std::max<size_t>(1, packed_matrix_bytes(w.type, rows, w.row_length()))));
     for (int64_t g = 0; g < n_groups; g += kChunkGroups) {
@@ -256,6 +256,8 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       const size_t w_row_bytes = row_bytes(w.type, cols);
       const size_t group_bytes = packed_group_bytes(w.type, cols);
       uint8_t* base = out[it.tensor].mutable_data();
+      uint8_t* q8_minimum_flags =
+          w.type == DType::Q8_0 ? base + packed_q8_minimum_flags(rows, cols) : nullptr;
       for (int64_t g = it.g0; g < it.g1; ++g) {
         uint8_t* group = base + g * group_bytes;
         const int64_t r0 = g * kPackedGroupRows;
@@ -269,9 +271,7 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
           pack_group_q6_k(data, w_row_bytes, r0, n_rows, cols / 256, group);
         } else {
           pack_group(w.type, data, w_row_bytes, r0, n_rows, cols / 32, group);
-          if (w.type == DType::Q8_0) {
-            base[packed_q8_minimum_flags(rows, cols) + g] = holds_q8_minimum(group, cols / 32);
-          }
+          if (q8_minimum_flags != nullptr) q8_minimum_flags[g] = holds_q8_minimum(group, cols / 32);
         }
       }
       if (on_repacked) {
