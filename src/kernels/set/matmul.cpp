@@ -76,6 +76,9 @@ constexpr int kTileRows = 4;
 // the scales of a tile's tokens are adjacent).
 struct QuantizedActs {
   int8_t* q;
+  // |q|, same layout, for the avx2 set's Q8_0 decode (symmetric_q8_decode_dots); null when the
+  // call does not need it.
+  int8_t* q_abs;
   float* d;
   // Per block: a correction added to the integer dot so that it comes out signed-correct when
   // the kernel offsets the weights to unsigned (see bias_multiplier()).
@@ -502,6 +505,12 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
 // Q8_0 at 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
 // (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3. The
 // avx512 set takes the groups two at a time when there is more than one token (pair tiles).
+// Whether the single-token tile of repacked groups reads |x| (QuantizedActs::q_abs): the avx2
+// set's Q8_0 decode on groups whose quants are in [-127, 127].
+constexpr bool packed_decode_reads_abs(QKind kind) {
+  return kind == QKind::kQ8 && kDecodeNeedsSymmetricQ8;
+}
+
 template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
@@ -509,7 +518,7 @@ void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, 
   // The avx2 set's Q8_0 decode needs a group's quants in [-127, 127] (vnni.h): the flags after
   // a matrix repacked at load say which groups have them (kernels/repack.h); a group packed here
   // takes the decode that reads any quant.
-  constexpr bool kSymmetricDecode = K == QKind::kQ8 && kDecodeNeedsSymmetricQ8;
+  constexpr bool kSymmetricDecode = packed_decode_reads_abs(K);
   static constexpr auto tiles = packed_tiles<K, false>();
   static constexpr auto symmetric_tiles = packed_tiles<K, kSymmetricDecode>();
   const uint8_t* minimum_flags = kSymmetricDecode && packed != nullptr
@@ -726,6 +735,17 @@ constexpr auto kF32Tiles = f_tiles<DType::F32>();
 constexpr auto kF16Tiles = f_tiles<DType::F16>();
 constexpr auto kBF16Tiles = f_tiles<DType::BF16>();
 
+// |q| of a Q8_0 block's 32 quants (in [-127, 127], so |q| is an int8). Vectorised by hand: as a
+// loop GCC left it scalar, which took a sixth of a 256 x 2048 decode product in L2.
+inline void store_abs_block(const int8_t* q, int8_t* out) {
+#if defined(__AVX2__)
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out),
+                      _mm256_abs_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q))));
+#else
+  for (int j = 0; j < 32; ++j) out[j] = static_cast<int8_t>(std::abs(q[j]));
+#endif
+}
+
 // Quantises tokens [t_begin, t_end) of x into `out` (whose arrays the caller allocated).
 void quantize_tokens(const float* x, int t_begin, int t_end, int32_t bias_mult,
                      const QuantizedActs& out) {
@@ -734,6 +754,7 @@ void quantize_tokens(const float* x, int t_begin, int t_end, int32_t bias_mult,
       const int64_t off = t * out.cols + 32 * b;
       const int64_t i = b * out.n_tokens + t;
       out.d[i] = half_to_float(float_to_half(quantize_block_q8_0(x + off, out.q + off)));
+      if (out.q_abs != nullptr) store_abs_block(out.q + off, out.q_abs + off);
       out.bias[i] = bias_mult == 0 ? 0 : -bias_mult * sum_q8(out.q + off);
     }
   }
@@ -750,18 +771,22 @@ int64_t chunk_rows(int64_t rows, int n_tokens, int n_threads) {
 }
 
 // x's n_tokens rows (cols each) as Q8_0 blocks with their scales and biases (quantize_tokens),
-// over the pool when there is enough work. In this thread's scratch until the next call.
+// and with_abs their absolute values, over the pool when there is enough work. In this thread's
+// scratch until the next call.
 QuantizedActs quantize_q8_acts(const float* x, int n_tokens, int64_t cols, int32_t bias_mult,
-                               ThreadPool& pool) {
+                               bool with_abs, ThreadPool& pool) {
   const int64_t n_blocks = cols / 32;
   const size_t q_bytes = static_cast<size_t>(n_tokens * cols);
+  const size_t abs_bytes = with_abs ? q_bytes : 0;
   const size_t meta_bytes = static_cast<size_t>(n_tokens * n_blocks) * 4;
   thread_local Scratch scratch;
-  auto* base = static_cast<uint8_t*>(scratch.get(q_bytes + 2 * meta_bytes + 64));
-  // q_bytes is a multiple of 32, so the metadata arrays stay 4-byte aligned.
+  auto* base = static_cast<uint8_t*>(scratch.get(q_bytes + abs_bytes + 2 * meta_bytes + 64));
+  // q_bytes is a multiple of 32, so |q| stays 32-byte and the metadata 4-byte aligned.
+  uint8_t* meta = base + q_bytes + abs_bytes;
   const QuantizedActs acts{reinterpret_cast<int8_t*>(base),
-                           reinterpret_cast<float*>(base + q_bytes),
-                           reinterpret_cast<int32_t*>(base + q_bytes + meta_bytes),
+                           with_abs ? reinterpret_cast<int8_t*>(base + q_bytes) : nullptr,
+                           reinterpret_cast<float*>(meta),
+                           reinterpret_cast<int32_t*>(meta + meta_bytes),
                            cols,
                            n_blocks,
                            n_tokens};
@@ -837,10 +862,12 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     const bool packed = w_packed != nullptr || n_tokens >= kPackMinTokens;
     // The packed kernel sums the 32 products of a block in one lane: the full offset correction.
     const int32_t bias_mult = packed ? packed_bias_multiplier(kind) : bias_multiplier(kind);
+    const bool with_abs = w_packed != nullptr && packed_decode_reads_abs(kind);
 #else
     const int32_t bias_mult = bias_multiplier(kind);
+    const bool with_abs = false;
 #endif
-    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, bias_mult, pool);
+    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, bias_mult, with_abs, pool);
 #if defined(K25_MATMUL_PACKED)
     if (packed) {
       parallel_group_works(pool, {packed_work(kind, wdata, w_row_bytes, w_packed, rows, acts, y)},
@@ -941,7 +968,8 @@ bool same_input_section(const TensorView* const* ws, float* const* ys, int n, co
   std::vector<GroupWork> works;
   if (legacy) {
     const QKind kind = first.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
-    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, packed_bias_multiplier(kind), p);
+    const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, packed_bias_multiplier(kind),
+                                                packed_decode_reads_abs(kind), p);
     for (int i = 0; i < n; ++i) {
       works.push_back(packed_work(kind, nullptr, 0, static_cast<const uint8_t*>(ws[i]->packed),
                                   ws[i]->n_rows(), acts, ys[i]));

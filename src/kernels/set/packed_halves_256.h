@@ -172,18 +172,19 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
 }
 
 // Decode's integer dots of one Q8_0 block with both halves when every quant of the group is in
-// [-127, 127] (x's always are, see quant_simd.h): the sign trick the other way round, |x| (once
-// per 4 quants of x, for both halves) times w with x's sign: one abs for two pieces instead of
-// one per piece, 9 vector operations per 4 quants of x instead of 10 (TinyLlama Q8_0 decode
-// +8-10%, see docs/benchmarks.md). The products and their pairwise sums are those of block_dots,
-// so the dots are the same integers.
-inline void symmetric_q8_decode_dots(const uint8_t* w, const int8_t* xb, __m256i (&dot)[2][1]) {
+// [-127, 127] (x's always are, see quant_simd.h): the sign trick the other way round, |x| times
+// w with x's sign. |x| comes with the activations (QuantizedActs::q_abs, a broadcast load like
+// x's), so per 4 quants of x there are 8 vector operations instead of block_dots' 10 (TinyLlama
+// Q8_0 decode, see docs/benchmarks.md sessions 30-31). The products and their pairwise sums are
+// those of block_dots, so the dots are the same integers.
+inline void symmetric_q8_decode_dots(const uint8_t* w, const int8_t* xb, const int8_t* xb_abs,
+                                     __m256i (&dot)[2][1]) {
   dot[0][0] = _mm256_setzero_si256();
   dot[1][0] = _mm256_setzero_si256();
   K25_UNROLL8
   for (int k = 0; k < 8; ++k) {
     const __m256i x = broadcast4_256(xb + 4 * k);
-    const __m256i x_abs = _mm256_abs_epi8(x);
+    const __m256i x_abs = broadcast4_256(xb_abs + 4 * k);
     K25_UNROLL
     for (int h = 0; h < 2; ++h) {
       const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * k + 32 * h));
@@ -211,6 +212,7 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   __m256 acc0 = _mm256_setzero_ps();
   __m256 acc1 = _mm256_setzero_ps();
   const int8_t* xb = a.q + t0 * a.cols;
+  const int8_t* xb_abs = kSymmetricQ8 ? a.q_abs + t0 * a.cols : nullptr;
   const int32_t* bias = a.bias + t0;
   const float* dx = a.d + t0;
   // Block i of the pair at `pair`.
@@ -218,7 +220,7 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     const auto* scales = reinterpret_cast<const uint16_t*>(pair + kPairs<K>.scales_in_pair(i));
     __m256i dot[2][1];
     if constexpr (K == QKind::kQ8 && kSymmetricQ8) {
-      symmetric_q8_decode_dots(pair + kPairs<K>.quants_in_pair(i), xb, dot);
+      symmetric_q8_decode_dots(pair + kPairs<K>.quants_in_pair(i), xb, xb_abs, dot);
     } else {
       block_dots<K, 1, 2>(pair + kPairs<K>.quants_in_pair(i), xb, a.cols, bias, dot);
     }
@@ -228,6 +230,7 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[1][0]),
                            _mm256_mul_ps(half_block_dw(scales, 1), x_scale), acc1);
     xb += 32;
+    if constexpr (kSymmetricQ8) xb_abs += 32;
     bias += a.n_tokens;
     dx += a.n_tokens;
   };
