@@ -97,9 +97,9 @@ size_t packed_group_bytes(DType type, int64_t cols);
 
 // A repacked Q8_0 matrix has, after its last group, one byte per group: 1 where the group holds
 // a quant of -128, else 0. (llama.cpp's and k25's quantisers write none, but a file may. The
-// avx2 set's decode moves x's sign onto the weights, where -(-128) is no int8, so it reads those
-// groups the other way round; see kernels/set/packed_halves_256.h.) The flags' offset from the
-// matrix's start:
+// avx2 set's tiles move x's sign onto the weights, where -(-128) is no int8, so they read those
+// groups the other way round; see block_dots in kernels/set/packed_halves_256.h.) The flags' offset
+// from the matrix's start:
 size_t packed_q8_minimum_flags(int64_t rows, int64_t cols);
 
 // Bytes of a repacked matrix: its groups, and the flags above for Q8_0.

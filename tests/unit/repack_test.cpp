@@ -373,9 +373,9 @@ TEST(RepackTest, TokenResultDoesNotDependOnTheOtherTokens) {
 }
 
 // A Q8_0 quant of -128 (which llama.cpp's and k25's quantisers never write, but a file may hold)
-// times a negative activation: the avx2 set's decode of repacked weights moves x's sign onto the
+// times a negative activation: the avx2 set's tiles on repacked weights move x's sign onto the
 // weight, where -(-128) does not fit, so that set reads the groups flagged as holding one the
-// other way (kernels/repack.h). Here the first of three groups holds some.
+// other way (kernels/repack.h), in decode and prefill. Here the first of three groups holds some.
 TEST(RepackTest, Q8QuantsOfMinus128GiveExactProducts) {
   if (active_set_refuses_repack()) return;
   std::mt19937 rng(19);

@@ -76,7 +76,7 @@ constexpr int kTileRows = 4;
 // the scales of a tile's tokens are adjacent).
 struct QuantizedActs {
   int8_t* q;
-  // |q|, same layout, for the avx2 set's Q8_0 decode (symmetric_q8_decode_dots); null when the
+  // |q|, same layout, for the avx2 set's Q8_0 tiles (block_dots' kSymmetricQ8); null when the
   // call does not need it.
   int8_t* q_abs;
   float* d;
@@ -505,25 +505,24 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
 // Q8_0 at 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
 // (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3. The
 // avx512 set takes the groups two at a time when there is more than one token (pair tiles).
-// Whether the single-token tile of repacked groups reads |x| (QuantizedActs::q_abs): the avx2
-// set's Q8_0 decode on groups whose quants are in [-127, 127].
-constexpr bool packed_decode_reads_abs(QKind kind) {
-  return kind == QKind::kQ8 && kDecodeNeedsSymmetricQ8;
+// Whether the tiles of repacked groups read |x| (QuantizedActs::q_abs): the avx2 set's Q8_0
+// tiles on groups whose quants are in [-127, 127].
+constexpr bool packed_reads_abs(QKind kind) {
+  return kind == QKind::kQ8 && kPackedQ8NeedsSymmetric;
 }
 
 template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
   constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
-  // The avx2 set's Q8_0 decode needs a group's quants in [-127, 127] (vnni.h): the flags after
-  // a matrix repacked at load say which groups have them (kernels/repack.h); a group packed here
-  // takes the decode that reads any quant.
-  constexpr bool kSymmetricDecode = packed_decode_reads_abs(K);
+  // The avx2 set's faster Q8_0 tiles need a group's quants in [-127, 127] (vnni.h): the flags
+  // after a matrix repacked at load say which groups have them (kernels/repack.h); a group packed
+  // here takes the tiles that read any quant.
+  constexpr bool kSymmetric = packed_reads_abs(K);
   static constexpr auto tiles = packed_tiles<K, false>();
-  static constexpr auto symmetric_tiles = packed_tiles<K, kSymmetricDecode>();
-  const uint8_t* minimum_flags = kSymmetricDecode && packed != nullptr
-                                     ? packed + packed_q8_minimum_flags(rows, acts.cols)
-                                     : nullptr;
+  static constexpr auto symmetric_tiles = packed_tiles<K, kSymmetric>();
+  const uint8_t* minimum_flags =
+      kSymmetric && packed != nullptr ? packed + packed_q8_minimum_flags(rows, acts.cols) : nullptr;
   const int n_tokens = static_cast<int>(acts.n_tokens);
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
   uint8_t* buffer = nullptr;
@@ -862,7 +861,7 @@ void matmul(const TensorView& w, const float* x, int n_tokens, float* y, ThreadP
     const bool packed = w_packed != nullptr || n_tokens >= kPackMinTokens;
     // The packed kernel sums the 32 products of a block in one lane: the full offset correction.
     const int32_t bias_mult = packed ? packed_bias_multiplier(kind) : bias_multiplier(kind);
-    const bool with_abs = w_packed != nullptr && packed_decode_reads_abs(kind);
+    const bool with_abs = w_packed != nullptr && packed_reads_abs(kind);
 #else
     const int32_t bias_mult = bias_multiplier(kind);
     const bool with_abs = false;
@@ -969,7 +968,7 @@ bool same_input_section(const TensorView* const* ws, float* const* ys, int n, co
   if (legacy) {
     const QKind kind = first.type == DType::Q8_0 ? QKind::kQ8 : QKind::kQ4;
     const QuantizedActs acts = quantize_q8_acts(x, n_tokens, cols, packed_bias_multiplier(kind),
-                                                packed_decode_reads_abs(kind), p);
+                                                packed_reads_abs(kind), p);
     for (int i = 0; i < n; ++i) {
       works.push_back(packed_work(kind, nullptr, 0, static_cast<const uint8_t*>(ws[i]->packed),
                                   ws[i]->n_rows(), acts, ys[i]));

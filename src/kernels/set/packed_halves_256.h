@@ -10,9 +10,9 @@
 // - AVX-VNNI: dpbusd on the stored unsigned quants (Q8_0 offset by +128; the activations' bias
 //   removes 128 * sum(x), or 8 * sum(x) for Q4_0).
 // - AVX2, Q8_0: the sign trick (|w| unsigned times x with w's sign, maddubs then madd) on the
-//   quants stored signed, exact: a pair of products is at most 2 * 128 * 127 < 2^15. Decode on
-//   weights repacked at load turns it round (|x| times w with x's sign, see
-//   symmetric_q8_decode_dots), the same products.
+//   quants stored signed, exact: a pair of products is at most 2 * 128 * 127 < 2^15. On weights
+//   repacked at load it is turned round (|x| times w with x's sign, see block_dots), the same
+//   products.
 // - AVX2, Q4_0: maddubs of the nibbles (0..15) with x, summed in 16 bits over the whole block
 //   (16 products of at most 15 * 127 per lane, < 2^15) and widened once per block: half the
 //   multiplies of the sign trick.
@@ -112,10 +112,19 @@ inline std::array<HalfPiece<K>, H> pieces_at(const uint8_t* w) {
 
 // The integer dots (plus each token's bias) of block b of halves [0, H) with tokens [0, T) of xq:
 // each broadcast of x feeds every half (a broadcast costs a vector-pipe slot like the multiply
-// it feeds, see packed_tiles_512.h).
-template <QKind K, int T, int H>
-inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, const int32_t* bias,
-                       __m256i (&dot)[H][T]) {
+// it feeds, see packed_tiles_512.h). xa: |x|, same layout, read when kSymmetricQ8.
+//
+// kSymmetricQ8 (avx2 set, Q8_0 groups whose quants are in [-127, 127], see kernels/repack.h):
+// the sign trick the other way round, |x| times w with x's sign. |x| comes with the activations
+// (QuantizedActs::q_abs, a broadcast load like x's), so a token and half cost sign, maddubs, madd
+// and add, and no abs(w) per piece: decode 8 vector operations per 4 quants of x instead of 10,
+// prefill 24 per piece of 3 tokens instead of 26 (see docs/benchmarks.md, sessions 30-31). The
+// products and their pairwise sums are those of the other order, so the dots are the same
+// integers.
+template <QKind K, int T, int H, bool kSymmetricQ8 = false>
+inline void block_dots(const uint8_t* w, const int8_t* xb, const int8_t* xa, int64_t x_stride,
+                       const int32_t* bias, __m256i (&dot)[H][T]) {
+  static_assert(!kSymmetricQ8 || (K == QKind::kQ8 && kPackedQ8NeedsSymmetric));
   if constexpr (K == QKind::kQ8) {
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
@@ -132,14 +141,33 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
     }
     K25_UNROLL8
     for (int k = 0; k < 8; ++k) {
-      const auto piece = pieces_at<K, H, T>(w + 64 * k);
-      K25_UNROLL
-      for (int t = 0; t < T; ++t) {
-        const __m256i x = broadcast4_256(xb + t * x_stride + 4 * k);
+      if constexpr (kSymmetricQ8) {
+        __m256i q[H];
         K25_UNROLL
         for (int h = 0; h < H; ++h) {
-          dot[h][t] = piece[h].step(dot[h][t], x);
-          keep_as_chain(dot[h][t]);
+          q[h] = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * k + 32 * h));
+        }
+        K25_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const __m256i x = broadcast4_256(xb + t * x_stride + 4 * k);
+          const __m256i x_abs = broadcast4_256(xa + t * x_stride + 4 * k);
+          K25_UNROLL
+          for (int h = 0; h < H; ++h) {
+            const __m256i pairs = _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(q[h], x));
+            dot[h][t] = _mm256_add_epi32(dot[h][t], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+            keep_as_chain(dot[h][t]);
+          }
+        }
+      } else {
+        const auto piece = pieces_at<K, H, T>(w + 64 * k);
+        K25_UNROLL
+        for (int t = 0; t < T; ++t) {
+          const __m256i x = broadcast4_256(xb + t * x_stride + 4 * k);
+          K25_UNROLL
+          for (int h = 0; h < H; ++h) {
+            dot[h][t] = piece[h].step(dot[h][t], x);
+            keep_as_chain(dot[h][t]);
+          }
         }
       }
     }
@@ -171,30 +199,6 @@ inline void block_dots(const uint8_t* w, const int8_t* xb, int64_t x_stride, con
   }
 }
 
-// Decode's integer dots of one Q8_0 block with both halves when every quant of the group is in
-// [-127, 127] (x's always are, see quant_simd.h): the sign trick the other way round, |x| times
-// w with x's sign. |x| comes with the activations (QuantizedActs::q_abs, a broadcast load like
-// x's), so per 4 quants of x there are 8 vector operations instead of block_dots' 10 (TinyLlama
-// Q8_0 decode, see docs/benchmarks.md sessions 30-31). The products and their pairwise sums are
-// those of block_dots, so the dots are the same integers.
-inline void symmetric_q8_decode_dots(const uint8_t* w, const int8_t* xb, const int8_t* xb_abs,
-                                     __m256i (&dot)[2][1]) {
-  dot[0][0] = _mm256_setzero_si256();
-  dot[1][0] = _mm256_setzero_si256();
-  K25_UNROLL8
-  for (int k = 0; k < 8; ++k) {
-    const __m256i x = broadcast4_256(xb + 4 * k);
-    const __m256i x_abs = broadcast4_256(xb_abs + 4 * k);
-    K25_UNROLL
-    for (int h = 0; h < 2; ++h) {
-      const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * k + 32 * h));
-      const __m256i pairs = _mm256_maddubs_epi16(x_abs, _mm256_sign_epi8(q, x));
-      dot[h][0] = _mm256_add_epi32(dot[h][0], _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-      keep_as_chain(dot[h][0]);
-    }
-  }
-}
-
 // d_w of the 8 rows of one half, from a block's 16 row scales.
 inline __m256 half_block_dw(const uint16_t* scales, int half) {
   return _mm256_cvtph_ps(
@@ -219,11 +223,8 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   const auto add_block = [&](const uint8_t* pair, int i) {
     const auto* scales = reinterpret_cast<const uint16_t*>(pair + kPairs<K>.scales_in_pair(i));
     __m256i dot[2][1];
-    if constexpr (K == QKind::kQ8 && kSymmetricQ8) {
-      symmetric_q8_decode_dots(pair + kPairs<K>.quants_in_pair(i), xb, xb_abs, dot);
-    } else {
-      block_dots<K, 1, 2>(pair + kPairs<K>.quants_in_pair(i), xb, a.cols, bias, dot);
-    }
+    block_dots<K, 1, 2, kSymmetricQ8>(pair + kPairs<K>.quants_in_pair(i), xb, xb_abs, a.cols, bias,
+                                      dot);
     const __m256 x_scale = _mm256_set1_ps(*dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
                            _mm256_mul_ps(half_block_dw(scales, 0), x_scale), acc0);

@@ -7,11 +7,12 @@
 constexpr int kPackTokens = 3;
 
 // y for halves [0, H) of a packed group (the first valid_rows of its rows) and tokens
-// [t0, t0 + T).
-template <QKind K, int T, int H>
+// [t0, t0 + T). kSymmetricQ8: see block_dots.
+template <QKind K, int T, int H, bool kSymmetricQ8>
 void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                         int64_t y_stride, int valid_rows) {
   const int8_t* xq = a.q + t0 * a.cols;
+  const int8_t* xa = kSymmetricQ8 ? a.q_abs + t0 * a.cols : nullptr;
   __m256 acc[H][T];
   K25_UNROLL
   for (int h = 0; h < H; ++h) {
@@ -20,7 +21,8 @@ void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   }
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     __m256i dot[H][T];
-    block_dots<K, T, H>(p.quants<K>(b), xq + 32 * b, a.cols, a.bias + b * a.n_tokens + t0, dot);
+    block_dots<K, T, H, kSymmetricQ8>(p.quants<K>(b), xq + 32 * b, kSymmetricQ8 ? xa + 32 * b : xa,
+                                      a.cols, a.bias + b * a.n_tokens + t0, dot);
     const float* dx = a.d + b * a.n_tokens + t0;
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
@@ -42,13 +44,13 @@ void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, fl
 }
 
 // Prefill: both halves at once when the group has rows in both.
-template <QKind K, int T>
+template <QKind K, int T, bool kSymmetricQ8>
 void packed_tile(const PackedGroup& p, const QuantizedActs& a, int t0, float* y, int64_t y_stride,
                  int valid_rows) {
   if (valid_rows > kHalfRows) {
-    packed_halves_tile<K, T, 2>(p, a, t0, y, y_stride, valid_rows);
+    packed_halves_tile<K, T, 2, kSymmetricQ8>(p, a, t0, y, y_stride, valid_rows);
   } else {
-    packed_halves_tile<K, T, 1>(p, a, t0, y, y_stride, valid_rows);
+    packed_halves_tile<K, T, 1, kSymmetricQ8>(p, a, t0, y, y_stride, valid_rows);
   }
 }
 
@@ -56,7 +58,8 @@ using PackedTileFn = void (*)(const PackedGroup&, const QuantizedActs&, int, flo
 // kSymmetricQ8: for groups whose Q8_0 quants are in [-127, 127] (kernels/repack.h).
 template <QKind K, bool kSymmetricQ8>
 constexpr std::array<PackedTileFn, kPackTokens> packed_tiles() {
-  return {&halves_tile_decode<K, kSymmetricQ8>, &packed_tile<K, 2>, &packed_tile<K, 3>};
+  return {&halves_tile_decode<K, kSymmetricQ8>, &packed_tile<K, 2, kSymmetricQ8>,
+          &packed_tile<K, 3, kSymmetricQ8>};
 }
 
 // The activations' bias per block: the whole correction for the weights' unsigned offset.

@@ -27,12 +27,13 @@ constexpr uint8_t kPackedQ8Flip = 0x80;
 constexpr uint8_t kPackedQ8Flip = 0;
 #endif
 
-// Whether the packed Q8_0 decode of this set needs the group's quants in [-127, 127] (the avx2
-// set's moves x's sign onto the weights, see kernels/repack.h); dpbusd takes any quant.
+// Whether the packed Q8_0 tiles of this set have a faster form for groups whose quants are in
+// [-127, 127] (the avx2 set's moves x's sign onto the weights, see block_dots in
+// packed_halves_256.h and kernels/repack.h); dpbusd takes any quant.
 #if defined(K25_MATMUL_VNNI)
-constexpr bool kDecodeNeedsSymmetricQ8 = false;
+constexpr bool kPackedQ8NeedsSymmetric = false;
 #else
-constexpr bool kDecodeNeedsSymmetricQ8 = true;
+constexpr bool kPackedQ8NeedsSymmetric = true;
 #endif
 
 }  // namespace k25::K25_KERNEL_SET
