@@ -12,9 +12,14 @@ usage() {
   cat <<'EOF'
 usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dtype q8_0]
                         [--skip-decode] [--skip-serving] [--requests N] [--scale F] [--kv-mb M]
+                        [--rate R]
   --bin DIR     k25 binaries (default build/bin)
   --peer DIR    llama.cpp build/bin with llama-batched-bench and llama-server (skipped if absent)
   --out DIR     models and results (default /tmp/k25-bench)
+  --rate R      bimodal requests arrive open loop, R per second (Poisson, the same times for both
+                servers), instead of 24 in flight at most: with the closed loop the requests
+                after the first 24 are sent as earlier ones finish, so a faster server gets them
+                sooner, into its queue, and a slower one later, when it may be idle
 EOF
 }
 
@@ -28,6 +33,7 @@ skip_serving=0
 requests=32
 scale=0.25
 kv_mb=600   # k25's L2 KV budget; the peer reserves every slot's full context
+rate=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -40,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --requests) requests="$2"; shift 2 ;;
     --scale) scale="$2"; shift 2 ;;
     --kv-mb) kv_mb="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -80,15 +87,22 @@ if [[ $skip_decode == 0 ]]; then
   fi
 fi
 
+if [[ -n $rate ]]; then
+  arrivals=(--rate "$rate")
+  arrivals_text="open loop at $rate requests/s"
+else
+  arrivals=(--concurrency 24)
+  arrivals_text="concurrency 24"
+fi
 run_bimodal() {  # name url pid
   "$bin/k25-bench" --url "$2" --workload bimodal --scale "$scale" --requests "$requests" \
-    --concurrency 24 --max-tokens 32 --sla-mix 20/30/50 --server-pid "$3" \
+    "${arrivals[@]}" --max-tokens 32 --sla-mix 20/30/50 --server-pid "$3" \
     --tokenizer-model "$model" --json "$out/$1-bimodal.json" --plot "$out/$1-bimodal.svg" \
     --timeout-s 900
 }
 
 if [[ $skip_serving == 0 ]]; then
-  echo "== bimodal --scale $scale, $requests requests, concurrency 24, 32 output tokens"
+  echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens"
   port=$(free_port)
   "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
     --ctx-size 4096 --l2-cache-size-mb "$kv_mb" --log-requests false ${K25_SERVER_ARGS:-} > "$out/k25-server.log" 2>&1 &
