@@ -439,10 +439,16 @@ constexpr int kValueCols = 16;  // 2 vectors of output columns per query
 // 12 multiply-adds (4 queries: 6 per 8; 2 or 3 queries of 4 vectors were 10-25% slower).
 constexpr int kValueQueries = 6;
 
-// The 4 lane sums of v[0..3], element k = sum of v[k]: horizontal adds of neighbours, of pairs,
-// then the two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)).
+// _mm256_hadd_ps(a, b) as two shuffles and an add: the same sums of the same neighbours, and
+// the shuffles issue on more ports than hadd's.
+inline __m256 pair_sums(__m256 a, __m256 b) {
+  return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
+}
+
+// The 4 lane sums of v[0..3], element k = sum of v[k]: sums of neighbours, of pairs, then the
+// two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)).
 inline __m128 reduce4(const __m256 v[4]) {
-  const __m256 g = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+  const __m256 g = pair_sums(pair_sums(v[0], v[1]), pair_sums(v[2], v[3]));
   return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
 }
 
