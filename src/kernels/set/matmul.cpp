@@ -515,14 +515,15 @@ template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {
   constexpr DType kType = K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0;
-  // The avx2 set's faster Q8_0 tiles need a group's quants in [-127, 127] (vnni.h): the flags
-  // after a matrix repacked at load say which groups have them (kernels/repack.h); a group packed
-  // here takes the tiles that read any quant.
+  // The avx2 set's faster Q8_0 tiles need a group's quants in [-127, 127] (vnni.h) and |x|: the
+  // flags after a matrix repacked at load say which groups have them (kernels/repack.h); a group
+  // packed here, or activations without |x|, take the tiles that read any quant.
   constexpr bool kSymmetric = packed_reads_abs(K);
   static constexpr auto tiles = packed_tiles<K, false>();
   static constexpr auto symmetric_tiles = packed_tiles<K, kSymmetric>();
-  const uint8_t* minimum_flags =
-      kSymmetric && packed != nullptr ? packed + packed_q8_minimum_flags(rows, acts.cols) : nullptr;
+  const uint8_t* minimum_flags = kSymmetric && packed != nullptr && acts.q_abs != nullptr
+                                     ? packed + packed_q8_minimum_flags(rows, acts.cols)
+                                     : nullptr;
   const int n_tokens = static_cast<int>(acts.n_tokens);
   const size_t group_bytes = packed_group_bytes(kType, acts.cols);
   uint8_t* buffer = nullptr;

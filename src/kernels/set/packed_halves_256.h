@@ -121,7 +121,7 @@ inline std::array<HalfPiece<K>, H> pieces_at(const uint8_t* w) {
 // prefill 24 per piece of 3 tokens instead of 26 (see docs/benchmarks.md, sessions 30-31). The
 // products and their pairwise sums are those of the other order, so the dots are the same
 // integers.
-template <QKind K, int T, int H, bool kSymmetricQ8 = false>
+template <QKind K, int T, int H, bool kSymmetricQ8>
 inline void block_dots(const uint8_t* w, const int8_t* xb, const int8_t* xa, int64_t x_stride,
                        const int32_t* bias, __m256i (&dot)[H][T]) {
   static_assert(!kSymmetricQ8 || (K == QKind::kQ8 && kPackedQ8NeedsSymmetric));
