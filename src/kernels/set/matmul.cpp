@@ -497,6 +497,12 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
              : std::min<int64_t>(8, (n_groups + n_threads - 1) / n_threads);
 }
 
+// Whether the tiles of repacked groups read |x| (QuantizedActs::q_abs): the avx2 set's Q8_0
+// tiles on groups whose quants are in [-127, 127].
+constexpr bool packed_reads_abs(QKind kind) {
+  return kind == QKind::kQ8 && kPackedQ8NeedsSymmetric;
+}
+
 // Runs every token over groups [g0, g1) of 16 rows, in tiles of up to kPackTokens tokens; a
 // token's arithmetic is the same in every tile size, so its result does not depend on the other
 // tokens of the call. With `packed` (the weights repacked at load, see kernels/repack.h) the
@@ -505,12 +511,6 @@ int64_t group_chunk(int64_t n_groups, int n_tokens, int tile_tokens, int64_t n_t
 // Q8_0 at 2048 columns, so it stays in L1/L2): that took under a tenth of a 512-token prefill
 // (measured). Either way the group stays in L1/L2 while the activations stream from L2/L3. The
 // avx512 set takes the groups two at a time when there is more than one token (pair tiles).
-// Whether the tiles of repacked groups read |x| (QuantizedActs::q_abs): the avx2 set's Q8_0
-// tiles on groups whose quants are in [-127, 127].
-constexpr bool packed_reads_abs(QKind kind) {
-  return kind == QKind::kQ8 && kPackedQ8NeedsSymmetric;
-}
-
 template <QKind K>
 void packed_groups(const uint8_t* w, size_t w_row_bytes, const uint8_t* packed, int64_t rows,
                    const QuantizedActs& acts, float* y, int64_t g0, int64_t g1) {

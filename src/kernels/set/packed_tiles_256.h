@@ -21,8 +21,9 @@ void packed_halves_tile(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   }
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     __m256i dot[H][T];
-    block_dots<K, T, H, kSymmetricQ8>(p.quants<K>(b), xq + 32 * b, kSymmetricQ8 ? xa + 32 * b : xa,
-                                      a.cols, a.bias + b * a.n_tokens + t0, dot);
+    block_dots<K, T, H, kSymmetricQ8>(p.quants<K>(b), xq + 32 * b,
+                                      kSymmetricQ8 ? xa + 32 * b : nullptr, a.cols,
+                                      a.bias + b * a.n_tokens + t0, dot);
     const float* dx = a.d + b * a.n_tokens + t0;
     K25_UNROLL
     for (int h = 0; h < H; ++h) {
