@@ -11,29 +11,6 @@
 namespace k25 {
 namespace {
 
-float f16_to_f32_scalar(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
-  const uint32_t exp = (h >> 10) & 0x1f;
-  uint32_t mant = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000 | (mant << 13) | (mant != 0 ? 0x400000u : 0u);  // quiet NaN
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal half: normalise the mantissa.
-    int e = 113;
-    while ((mant & 0x400) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ff) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
 uint16_t f32_to_f16_scalar(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000);
@@ -61,7 +38,7 @@ uint16_t f32_to_f16_scalar(float f) {
 }  // namespace
 
 float f16_to_f32(uint16_t h) {
-  return f16_to_f32_scalar(h);
+  return f16_to_f32_portable(h);
 }
 
 uint16_t f32_to_f16(float f) {
@@ -78,9 +55,6 @@ uint16_t f32_to_bf16(float f) {
   return static_cast<uint16_t>((x + 0x7fff + ((x >> 16) & 1)) >> 16);
 }
 
-float f16_to_f32_portable(uint16_t h) {
-  return f16_to_f32_scalar(h);
-}
 uint16_t f32_to_f16_portable(float f) {
   return f32_to_f16_scalar(f);
 }

@@ -1,6 +1,7 @@
 // Block formats of quantised tensors and conversions between them and float.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -28,8 +29,30 @@ float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
-// The same conversions in portable code (the kernel sets use F16C where they have it).
-float f16_to_f32_portable(uint16_t h);
+// The same conversions in portable code (the kernel sets use F16C where they have it). The
+// widening is inline: the sets without F16C convert a scale per weight block with it.
+inline float f16_to_f32_portable(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  uint32_t mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (mant << 13) | (mant != 0 ? 0x400000u : 0u);  // quiet NaN
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    // Subnormal half: normalise the mantissa.
+    int e = 113;
+    while ((mant & 0x400) == 0) {
+      mant <<= 1;
+      --e;
+    }
+    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ff) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
 uint16_t f32_to_f16_portable(float f);
 // A kernel set's own files call its entries instead (kernels/set/set_entries.h).
 #if !defined(K25_BUILDING_KERNEL_SET)

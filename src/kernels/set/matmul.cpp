@@ -32,6 +32,7 @@
 #include "kernels/block_types.h"
 #include "kernels/quant.h"
 #include "kernels/repack.h"
+#include "kernels/set/block_dot_exact.h"
 #include "kernels/set/float_sums.h"
 #include "kernels/set/quant_simd.h"
 #include "kernels/set/set_entries.h"
@@ -107,8 +108,6 @@ class Scratch {
   size_t capacity_ = 0;
 };
 
-enum class QKind { kQ8, kQ4 };
-
 // The integer kernels feed weights as the unsigned operand: Q4_0 nibbles are 0..15 (value + 8)
 // and, with VNNI, Q8_0 quants are offset by +128. The per-block bias spread over the 8 lanes
 // removes sum(x_q) * offset. The AVX2 Q8_0 kernel uses the sign trick instead and needs none.
@@ -120,9 +119,6 @@ int32_t bias_multiplier(QKind kind) {
   return 0;
 #endif
 }
-
-template <QKind K>
-using QBlock = std::conditional_t<K == QKind::kQ8, BlockQ8_0, BlockQ4_0>;
 
 #if defined(__AVX2__)
 
@@ -348,39 +344,117 @@ void f_tile(const uint8_t* w, size_t w_row_bytes, const float* x, int64_t cols, 
 }
 
 #if !defined(__AVX2__)
-// Portable integer kernel (builds without AVX2): same arithmetic, one block at a time.
+// Integer kernel of the sets without AVX2: the exact integer dot of each block
+// (block_dot_exact.h), then sum += dot * (d_w * d_x) block after block, so a (row, token) result
+// is the same whatever tile it is computed in. The activations' biases are -sum(x) per block
+// (bias_multiplier: 1 for Q4_0). With SSSE3 (x86) the tiles of 4 rows and the decode rows
+// reduce four integer dots at once and take the float steps in vector lanes, each lane the
+// same operations in the same order as this loop.
 template <QKind K, int R, int T>
-void q_tile(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a, int t0, float*, float* y,
-            int64_t y_stride) {
-  for (int r = 0; r < R; ++r) {
-    const QBlock<K>* row = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xq = a.q + (t0 + t) * a.cols;
-      float sum = 0.0f;
-      for (int64_t b = 0; b < a.n_blocks; ++b) {
-        int32_t dot = 0;
-        for (int j = 0; j < 32; ++j) {
-          int wq;
-          if constexpr (K == QKind::kQ8) {
-            wq = row[b].qs[j];
-          } else {
-            wq = j < 16 ? (row[b].qs[j] & 0x0f) - 8 : (row[b].qs[j - 16] >> 4) - 8;
-          }
-          dot += wq * xq[32 * b + j];
-        }
-        sum += static_cast<float>(dot) * (half_to_float(row[b].d) * a.d[b * a.n_tokens + t0 + t]);
+void q_tile_pairs(const QBlock<K>* const* rows, const QuantizedActs& a, int t0, float* y,
+                  int64_t y_stride) {
+  float sum[R][T] = {};
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    const float* xd = a.d + b * a.n_tokens + t0;
+    const int32_t* x_bias = a.bias + b * a.n_tokens + t0;
+    K25_UNROLL
+    for (int r = 0; r < R; ++r) {
+      const WeightQuants wq = weight_quants<K>(rows[r][b]);
+      const float dw = half_to_float(rows[r][b].d);
+      K25_UNROLL
+      for (int t = 0; t < T; ++t) {
+        const int32_t dot = block_dot_exact<K>(wq, a.q + (t0 + t) * a.cols + 32 * b, -x_bias[t]);
+        sum[r][t] += static_cast<float>(dot) * (dw * xd[t]);
       }
-      y[(t0 + t) * y_stride + r] = sum;
     }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[(t0 + t) * y_stride + r] = sum[r][t];
   }
 }
 
+#if defined(__SSSE3__)
+// The 4 rows' f16 scales of block b as floats.
+template <QKind K>
+inline __m128 row_scales(const QBlock<K>* const* rows, int64_t b) {
+  return halves_to_floats(_mm_setr_epi32(rows[0][b].d, rows[1][b].d, rows[2][b].d, rows[3][b].d));
+}
+
+// Rows in lanes: lane r of sum[t] is row r's sum for token t.
+template <QKind K, int T>
+void q_tile_4_rows(const QBlock<K>* const* rows, const QuantizedActs& a, int t0, float* y,
+                   int64_t y_stride) {
+  __m128 sum[T];
+  for (int t = 0; t < T; ++t) sum[t] = _mm_setzero_ps();
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    WeightQuants wq[4];
+    for (int r = 0; r < 4; ++r) wq[r] = weight_quants<K>(rows[r][b]);
+    const __m128 dw = row_scales<K>(rows, b);
+    K25_UNROLL
+    for (int t = 0; t < T; ++t) {
+      const int64_t i = b * a.n_tokens + t0 + t;
+      const int8_t* x = a.q + (t0 + t) * a.cols + 32 * b;
+      __m128i dots[4];
+      for (int r = 0; r < 4; ++r) dots[r] = block_dot_lanes<K>(wq[r], x);
+      __m128i dot = lane_totals(dots);
+      if constexpr (K == QKind::kQ4) dot = _mm_add_epi32(dot, _mm_set1_epi32(8 * a.bias[i]));
+      const __m128 scale = _mm_mul_ps(dw, _mm_set1_ps(a.d[i]));
+      sum[t] = _mm_add_ps(sum[t], _mm_mul_ps(_mm_cvtepi32_ps(dot), scale));
+    }
+  }
+  for (int t = 0; t < T; ++t) _mm_storeu_ps(y + (t0 + t) * y_stride, sum[t]);
+}
+#endif
+
+template <QKind K, int R, int T>
+void q_tile(const uint8_t* w, size_t w_row_bytes, const QuantizedActs& a, int t0, float*, float* y,
+            int64_t y_stride) {
+  const QBlock<K>* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = reinterpret_cast<const QBlock<K>*>(w + r * w_row_bytes);
+#if defined(__SSSE3__)
+  if constexpr (R == 4) {
+    q_tile_4_rows<K, T>(rows, a, t0, y, y_stride);
+    return;
+  }
+#endif
+  q_tile_pairs<K, R, T>(rows, a, t0, y, y_stride);
+}
+
+#if defined(__SSSE3__)
+// Decode: blocks in lanes, four at a time; their four products join the sum in block order.
+template <QKind K>
+float q_row(const QBlock<K>* row, const QuantizedActs& a) {
+  float sum = 0.0f;
+  int64_t b = 0;
+  for (; b + 4 <= a.n_blocks; b += 4) {
+    __m128i dots[4];
+    for (int i = 0; i < 4; ++i)
+      dots[i] = block_dot_lanes<K>(weight_quants<K>(row[b + i]), a.q + 32 * (b + i));
+    __m128i dot = lane_totals(dots);
+    if constexpr (K == QKind::kQ4) {
+      dot = _mm_add_epi32(
+          dot, _mm_slli_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a.bias + b)), 3));
+    }
+    const __m128 dw =
+        halves_to_floats(_mm_setr_epi32(row[b].d, row[b + 1].d, row[b + 2].d, row[b + 3].d));
+    alignas(16) float products[4];
+    _mm_store_ps(products, _mm_mul_ps(_mm_cvtepi32_ps(dot), _mm_mul_ps(dw, _mm_loadu_ps(a.d + b))));
+    for (float p : products) sum += p;
+  }
+  for (; b < a.n_blocks; ++b) {
+    const int32_t dot = block_dot_exact<K>(weight_quants<K>(row[b]), a.q + 32 * b, -a.bias[b]);
+    sum += static_cast<float>(dot) * (half_to_float(row[b].d) * a.d[b]);
+  }
+  return sum;
+}
+#else
 template <QKind K>
 float q_row(const QBlock<K>* row, const QuantizedActs& a) {
   float y;
   q_tile<K, 1, 1>(reinterpret_cast<const uint8_t*>(row), 0, a, 0, nullptr, &y, 1);
   return y;
 }
+#endif
 
 inline int32_t sum_q8(const int8_t* q) {
   int32_t s = 0;
