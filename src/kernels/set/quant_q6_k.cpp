@@ -119,20 +119,73 @@ void quantize_q6_k(const float* src, void* dst, int64_t n) {
   }
 }
 
+namespace {
+
+// A block's exact integer dot: sum over sub-blocks j of scales[j] x (sum of (q - 32) x).
+#if defined(__SSSE3__)
+// 16 unsigned 6-bit quants per sub-block against the activations (maddubs: pairs of at most
+// 2 x 63 x 127), weighted by the sub-block's scale (madd); the -32 comes from the bsums.
+int32_t q6_k_block_dot(const BlockQ6_K& w, const BlockQ8_K& x) {
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  __m128i sum = _mm_setzero_si128();
+  for (int h = 0; h < 2; ++h) {
+    for (int v = 0; v < 2; ++v) {  // quants 16 v .. 16 v + 15 of each group of 32
+      const __m128i l0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.ql + 64 * h + 16 * v));
+      const __m128i l1 =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.ql + 64 * h + 32 + 16 * v));
+      const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.qh + 32 * h + 16 * v));
+      const __m128i q[4] = {
+          _mm_or_si128(_mm_and_si128(l0, low4),
+                       _mm_slli_epi16(_mm_and_si128(hb, _mm_set1_epi8(0x03)), 4)),
+          _mm_or_si128(_mm_and_si128(l1, low4),
+                       _mm_slli_epi16(_mm_and_si128(hb, _mm_set1_epi8(0x0c)), 2)),
+          _mm_or_si128(_mm_and_si128(_mm_srli_epi16(l0, 4), low4),
+                       _mm_and_si128(hb, _mm_set1_epi8(0x30))),
+          _mm_or_si128(
+              _mm_and_si128(_mm_srli_epi16(l1, 4), low4),
+              _mm_srli_epi16(_mm_and_si128(hb, _mm_set1_epi8(static_cast<char>(0xc0))), 2)),
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int j = 8 * h + 2 * k + v;  // the sub-block
+        const __m128i xq = _mm_loadu_si128(reinterpret_cast<const __m128i*>(x.qs + 16 * j));
+        sum = _mm_add_epi32(
+            sum, _mm_madd_epi16(_mm_maddubs_epi16(q[k], xq), _mm_set1_epi16(w.scales[j])));
+      }
+    }
+  }
+  const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w.scales));
+  const __m128i offset =
+      _mm_add_epi32(_mm_madd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums)),
+                                   _mm_cvtepi8_epi16(scales)),
+                    _mm_madd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8)),
+                                   _mm_cvtepi8_epi16(_mm_srli_si128(scales, 8))));
+  sum = _mm_sub_epi32(sum, _mm_slli_epi32(offset, 5));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4e));
+  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xb1));
+  return _mm_cvtsi128_si32(sum);
+}
+#else
+int32_t q6_k_block_dot(const BlockQ6_K& w, const BlockQ8_K& x) {
+  int8_t q[kQK];
+  decode_q6_k(w, q);
+  int32_t sumi = 0;
+  for (int j = 0; j < 16; ++j) {
+    int32_t s = 0;
+    for (int l = 0; l < 16; ++l) s += q[16 * j + l] * x.qs[16 * j + l];
+    sumi += s * w.scales[j];
+  }
+  return sumi;
+}
+#endif
+
+}  // namespace
+
 float vec_dot_q6_k_scalar(const void* wv, const void* xv, int64_t n) {
   const auto* w = static_cast<const BlockQ6_K*>(wv);
   const auto* x = static_cast<const BlockQ8_K*>(xv);
   float acc = 0.0f;
-  int8_t q[kQK];
   for (int64_t i = 0; i < n / kQK; ++i) {
-    decode_q6_k(w[i], q);
-    int32_t sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t s = 0;
-      for (int l = 0; l < 16; ++l) s += q[16 * j + l] * x[i].qs[16 * j + l];
-      sumi += s * w[i].scales[j];
-    }
-    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, sumi);
+    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, q6_k_block_dot(w[i], x[i]));
   }
   return acc;
 }
