@@ -65,7 +65,13 @@ constexpr int kMaxTile = 4;
 constexpr int kTileTokens = 4;
 constexpr int kF32TileTokens = 4;
 #else
+// The AVX2 tiles hold 8 accumulators; the sets without AVX2 keep 4 rows in the lanes of one
+// vector per token, so 4 tokens share each weight block's unpacking and scales.
+#if defined(__AVX2__)
 constexpr int kTileTokens = 2;
+#else
+constexpr int kTileTokens = 4;
+#endif
 // F32 weights feed the multiply-adds straight from memory, so 4 x 3 accumulators and a token's
 // vector fit in 16 registers (F16 and BF16 rows need registers of their own).
 constexpr int kF32TileTokens = 3;
