@@ -65,7 +65,17 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 
 // The 8 six-bit scales and 8 six-bit minimums of Q4_K / Q5_K.
-void unpack_scales_mins_k4(const uint8_t* packed, uint8_t* scales, uint8_t* mins);
+// Inline: the portable K-quant dots unpack every block's scales for every token.
+inline void unpack_scales_mins_k4(const uint8_t* p, uint8_t* scales, uint8_t* mins) {
+  // Scales and minimums 0..3 are the low 6 bits of bytes 0..3 and 4..7; 4..7 keep their low 4
+  // bits in the nibbles of bytes 8..11 and their high 2 bits in the top bits of bytes 0..7.
+  for (int j = 0; j < 4; ++j) {
+    scales[j] = p[j] & 63;
+    mins[j] = p[j + 4] & 63;
+    scales[j + 4] = static_cast<uint8_t>((p[j + 8] & 0xF) | ((p[j] >> 6) << 4));
+    mins[j + 4] = static_cast<uint8_t>((p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4));
+  }
+}
 void pack_scales_mins_k4(const uint8_t* scales, const uint8_t* mins, uint8_t* packed);
 // The 16 six-bit scales of Q3_K, minus 32.
 void unpack_scales_q3_k(const uint8_t* packed, int8_t* scales);

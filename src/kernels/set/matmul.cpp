@@ -434,8 +434,9 @@ float q_row(const QBlock<K>* row, const QuantizedActs& a) {
   int64_t b = 0;
   for (; b + 4 <= a.n_blocks; b += 4) {
     __m128i dots[4];
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < 4; ++i) {
       dots[i] = block_dot_lanes<K>(weight_quants<K>(row[b + i]), a.q + 32 * (b + i));
+    }
     __m128i dot = lane_totals(dots);
     if constexpr (K == QKind::kQ4) {
       dot = _mm_add_epi32(

@@ -12,17 +12,6 @@
 
 namespace k25::K25_KERNEL_SET {
 
-void unpack_scales_mins_k4(const uint8_t* p, uint8_t* scales, uint8_t* mins) {
-  // Scales and minimums 0..3 are the low 6 bits of bytes 0..3 and 4..7; 4..7 keep their low 4
-  // bits in the nibbles of bytes 8..11 and their high 2 bits in the top bits of bytes 0..7.
-  for (int j = 0; j < 4; ++j) {
-    scales[j] = p[j] & 63;
-    mins[j] = p[j + 4] & 63;
-    scales[j + 4] = static_cast<uint8_t>((p[j + 8] & 0xF) | ((p[j] >> 6) << 4));
-    mins[j + 4] = static_cast<uint8_t>((p[j + 8] >> 4) | ((p[j + 4] >> 6) << 4));
-  }
-}
-
 void pack_scales_mins_k4(const uint8_t* scales, const uint8_t* mins, uint8_t* p) {
   for (int j = 0; j < 4; ++j) {
     p[j] = static_cast<uint8_t>(scales[j] | ((scales[j + 4] >> 4) << 6));
