@@ -51,6 +51,47 @@ template <typename Block, typename Decode>
   return acc;
 }
 
+#if defined(__SSSE3__)
+// kq_k4_vec_dot_scalar's sums and accumulation, the quants' part 16 at a time, exactly: Quants
+// is constructed from each block and next(qs, j, v, &lo, &hi) gives quants 16 v .. 16 v + 15 of
+// sub-blocks 2j (lo) and 2j + 1 (hi) from the 16 bytes at qs = blk.qs + 32 j + 16 v. maddubs
+// pairs are at most 2 x 31 x 127, two of them added in int16, then madd by the sub-block scale.
+template <typename Block, typename Quants>
+[[gnu::always_inline]] inline float kq_k4_vec_dot_ssse3(const void* wv, const void* xv, int64_t n) {
+  const auto* w = static_cast<const Block*>(wv);
+  const auto* x = static_cast<const BlockQ8_K*>(xv);
+  float acc = 0.0f;
+  uint8_t sc[8], mn[8];
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    unpack_scales_mins_k4(w[i].scales, sc, mn);
+    Quants quants(w[i]);
+    __m128i sum = _mm_setzero_si128();
+    for (int j = 0; j < 4; ++j) {
+      __m128i lo_sum = _mm_setzero_si128(), hi_sum = _mm_setzero_si128();
+      for (int v = 0; v < 2; ++v) {
+        __m128i lo, hi;
+        quants.next(w[i].qs + 32 * j + 16 * v, j, v, &lo, &hi);
+        const int8_t* xq = x[i].qs + 64 * j + 16 * v;
+        lo_sum = _mm_add_epi16(
+            lo_sum, _mm_maddubs_epi16(lo, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq))));
+        hi_sum = _mm_add_epi16(
+            hi_sum,
+            _mm_maddubs_epi16(hi, _mm_loadu_si128(reinterpret_cast<const __m128i*>(xq + 32))));
+      }
+      sum = _mm_add_epi32(sum, _mm_madd_epi16(lo_sum, _mm_set1_epi16(sc[2 * j])));
+      sum = _mm_add_epi32(sum, _mm_madd_epi16(hi_sum, _mm_set1_epi16(sc[2 * j + 1])));
+    }
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4e));
+    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xb1));
+    int32_t summ = 0;
+    for (int j = 0; j < 8; ++j) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, _mm_cvtsi128_si32(sum));
+    acc = kq_accumulate(acc, -(half_to_float(w[i].dmin) * x[i].d), summ);
+  }
+  return acc;
+}
+#endif
+
 #if defined(__AVX2__)
 // One weight row against NT activation rows. Quants is constructed from each block and its
 // next(qs, &lo, &hi), called for j = 0..3 in order, gives the 32 quants of sub-blocks 2j (lo) and

@@ -19,6 +19,26 @@ void decode_q5_k(const BlockQ5_K& b, uint8_t* q) {
   }
 }
 
+#if defined(__SSSE3__)
+// Q4_K's nibbles of 16 bytes with their fifth bits: bit 2j (lo) and 2j + 1 (hi) of
+// qh[16 v .. 16 v + 15] (kq_k4_vec_dot_ssse3).
+struct Q5kQuants16 {
+  const uint8_t* qh;
+  explicit Q5kQuants16(const BlockQ5_K& b) : qh(b.qh) {}
+  void next(const uint8_t* qs, int j, int v, __m128i* lo, __m128i* hi) const {
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i one = _mm_set1_epi8(1);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i hb = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 16 * v));
+    // 16-bit shifts by at most 7 keep bit 0 of each byte that byte's own bit.
+    const __m128i low_bit = _mm_and_si128(_mm_srl_epi16(hb, _mm_cvtsi32_si128(2 * j)), one);
+    const __m128i high_bit = _mm_and_si128(_mm_srl_epi16(hb, _mm_cvtsi32_si128(2 * j + 1)), one);
+    *lo = _mm_or_si128(_mm_and_si128(raw, m4), _mm_slli_epi16(low_bit, 4));
+    *hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(raw, 4), m4), _mm_slli_epi16(high_bit, 4));
+  }
+};
+#endif
+
 #if defined(__AVX2__)
 // Q4_K's nibbles with the fifth bits from qh.
 struct Q5kQuants {
@@ -61,9 +81,15 @@ void quantize_q5_k(const float* src, void* dst, int64_t n) {
   }
 }
 
+#if defined(__SSSE3__)
+float vec_dot_q5_k_scalar(const void* w, const void* x, int64_t n) {
+  return kq_k4_vec_dot_ssse3<BlockQ5_K, Q5kQuants16>(w, x, n);
+}
+#else
 float vec_dot_q5_k_scalar(const void* w, const void* x, int64_t n) {
   return kq_k4_vec_dot_scalar<BlockQ5_K>(w, x, n, &decode_q5_k);
 }
+#endif
 
 K25_KQUANT_ROW_KERNELS(q5_k, BlockQ5_K, (kq_k4_rows<NT, Q5kQuants>))
 
