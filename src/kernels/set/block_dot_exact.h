@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "kernels/quant.h"
+#include "kernels/set/float_sums.h"
 #include "kernels/set/kernel_set_namespace.h"
 #include "kernels/set/x86_intrinsics.h"
 
@@ -78,10 +79,7 @@ inline __m128i lane_totals(const __m128i v[4]) {
 // The dot with 32 activation quants x whose sum is x_sum.
 template <QKind K>
 inline int32_t block_dot_exact(const WeightQuants& w, const int8_t* x, int32_t x_sum) {
-  __m128i sum = block_dot_lanes<K>(w, x);
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4e));
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xb1));
-  const int32_t dot = _mm_cvtsi128_si32(sum);
+  const int32_t dot = hsum_i32(block_dot_lanes<K>(w, x));
   return K == QKind::kQ8 ? dot : dot - 8 * x_sum;
 }
 

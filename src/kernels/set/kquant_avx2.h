@@ -7,19 +7,14 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/set/float_sums.h"
 #include "kernels/set/kernel_set_namespace.h"
 #include "kernels/set/kquant_blocks.h"
 
 namespace k25::K25_KERNEL_SET {
 
-inline int32_t kq_hsum_i32(__m128i s) {
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
-
 inline int32_t kq_hsum_i32(__m256i v) {
-  return kq_hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
 }
 
 // For types with 16 sub-blocks of 16: from the 16 scale bytes, the int16 multipliers of the 32

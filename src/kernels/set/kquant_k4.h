@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "kernels/set/float_sums.h"
 #include "kernels/set/kernel_set_namespace.h"
 #include "kernels/set/kquant_avx2.h"
 #include "kernels/set/kquant_blocks.h"
@@ -81,11 +82,9 @@ template <typename Block, typename Quants>
       sum = _mm_add_epi32(sum, _mm_madd_epi16(lo_sum, _mm_set1_epi16(sc[2 * j])));
       sum = _mm_add_epi32(sum, _mm_madd_epi16(hi_sum, _mm_set1_epi16(sc[2 * j + 1])));
     }
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4e));
-    sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xb1));
     int32_t summ = 0;
     for (int j = 0; j < 8; ++j) summ += mn[j] * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, _mm_cvtsi128_si32(sum));
+    acc = kq_accumulate(acc, half_to_float(w[i].d) * x[i].d, hsum_i32(sum));
     acc = kq_accumulate(acc, -(half_to_float(w[i].dmin) * x[i].d), summ);
   }
   return acc;

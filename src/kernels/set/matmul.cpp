@@ -132,10 +132,7 @@ inline int32_t sum_q8(const int8_t* q) {
   const __m256i pairs = _mm256_maddubs_epi16(
       _mm256_set1_epi8(1), _mm256_load_si256(reinterpret_cast<const __m256i*>(q)));
   const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
+  return hsum_i32(_mm_add_epi32(_mm256_castsi256_si128(quads), _mm256_extracti128_si256(quads, 1)));
 }
 
 // The 32 weight quants of a block as the unsigned (or, for AVX2 Q8_0, raw signed) operand.

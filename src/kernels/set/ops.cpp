@@ -275,7 +275,7 @@ float dot_f32(const float* a, const float* b, int n) {
     acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
   }
   sum = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(acc2, acc3)));
-#elif defined(__SSE2__)
+#elif defined(__SSE3__)
   // The scalar set on x86 (no FMA): four vectors of partial sums, as above at half the width.
   __m128 acc[4] = {_mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps(), _mm_setzero_ps()};
   for (; i + 16 <= n; i += 16) {
@@ -287,9 +287,7 @@ float dot_f32(const float* a, const float* b, int n) {
   for (; i + 4 <= n; i += 4) {
     acc[0] = _mm_add_ps(acc[0], _mm_mul_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i)));
   }
-  __m128 s = _mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3]));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  sum = _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 0x55)));
+  sum = hsum(_mm_add_ps(_mm_add_ps(acc[0], acc[1]), _mm_add_ps(acc[2], acc[3])));
 #endif
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;

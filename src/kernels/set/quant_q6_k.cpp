@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/set/float_sums.h"
 #include "kernels/set/kquant_avx2.h"
 #include "kernels/set/kquant_blocks.h"
 #include "kernels/set/quant_simd.h"
@@ -159,10 +160,7 @@ int32_t q6_k_block_dot(const BlockQ6_K& w, const BlockQ8_K& x) {
                                    _mm_cvtepi8_epi16(scales)),
                     _mm_madd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x.bsums + 8)),
                                    _mm_cvtepi8_epi16(_mm_srli_si128(scales, 8))));
-  sum = _mm_sub_epi32(sum, _mm_slli_epi32(offset, 5));
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0x4e));
-  sum = _mm_add_epi32(sum, _mm_shuffle_epi32(sum, 0xb1));
-  return _mm_cvtsi128_si32(sum);
+  return hsum_i32(_mm_sub_epi32(sum, _mm_slli_epi32(offset, 5)));
 }
 #else
 int32_t q6_k_block_dot(const BlockQ6_K& w, const BlockQ8_K& x) {
