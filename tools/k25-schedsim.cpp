@@ -42,13 +42,11 @@ void print_trace(const k25::ReplayResult& r) {
   }
 }
 
-void print_summary(const char* name, std::vector<double> ttft_s) {
+void print_summary(const char* name, const std::vector<double>& ttft_s) {
   if (ttft_s.empty()) return;
-  double sum = 0;
-  for (double t : ttft_s) sum += t;
-  std::printf("%-14s n=%-3zu mean %8.2f s  p50 %8.2f s  p99 %8.2f s  max %8.2f s\n", name,
-              ttft_s.size(), sum / ttft_s.size(), k25::loadgen::percentile(ttft_s, 0.5),
-              k25::loadgen::percentile(ttft_s, 0.99), k25::loadgen::percentile(ttft_s, 1.0));
+  const k25::loadgen::Summary s = k25::loadgen::summarize(ttft_s);
+  std::printf("%-14s n=%-3zu mean %8.2f s  p50 %8.2f s  p99 %8.2f s  max %8.2f s\n", name, s.count,
+              s.mean, s.p50, s.p99, s.max);
 }
 
 int run(const Args& a, k25::ReplayOptions o) {

@@ -237,8 +237,7 @@ class Planner {
 
   // Budget cost of `length` tokens from position `start` (see SchedulerOptions::position_cost).
   double cost(int start, int length) const {
-    const double positions = double{1.0} * length * start + double{1.0} * length * (length - 1) / 2;
-    return length + opt_.position_cost * positions;
+    return length + opt_.position_cost * context_positions(start, length);
   }
 
   // The most tokens from `start` (at most `left`) whose cost fits in `allowance`.

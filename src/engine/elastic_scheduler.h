@@ -76,6 +76,12 @@ struct TaskDescriptor {
   double priority = 0;  // effective priority when planned
 };
 
+// The sum of the context positions of `length` tokens from position `start`: the part of a step's
+// work that attention grows with (SchedulerOptions::position_cost, StepBudgetCalibrator).
+inline double context_positions(int start, int length) {
+  return double{1.0} * length * start + double{1.0} * length * (length - 1) / 2;
+}
+
 struct StepDecision {
   std::vector<int> admit;    // queued sequences that take a batch slot now
   std::vector<int> preempt;  // running sequences sent back to the queue

@@ -45,11 +45,9 @@ Engine::Engine(Model& model, EngineOptions options)
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
   if (!(options_.target_step_ms >= 0)) fail("engine: target_step_ms must be >= 0");
   if (options_.target_step_ms > 0) {
-    CalibratorOptions calibration;
-    calibration.target_step_ms = options_.target_step_ms;
-    calibration.prior_position_cost = scheduler_.options().position_cost;
-    calibration.configured_budget = scheduler_.options().step_token_budget;
-    calibrator_.emplace(calibration);
+    calibrator_.emplace(ceiling_over(options_.target_step_ms,
+                                     scheduler_.options().step_token_budget,
+                                     scheduler_.options().position_cost));
   }
   stats_.step_token_budget = scheduler_.options().step_token_budget;
   stats_.step_position_cost = scheduler_.options().position_cost;

@@ -29,7 +29,7 @@ void Engine::run_tasks(const ScheduledStep& s) {
     embeddings = embeddings || seq->pooler.has_value();
     (seq->plan() ? planned : whole).push_back({seq, t});
     n_tokens += t.length;
-    positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
+    positions += context_positions(t.start, t.length);
     ++n_sequences;
   }
   if (embeddings) {

@@ -34,11 +34,8 @@ class Replay {
       if (r.prompt_tokens < 1 || r.max_tokens < 1) fail("replay: a request needs tokens");
     }
     if (o_.target_step_ms > 0) {
-      CalibratorOptions c;
-      c.target_step_ms = o_.target_step_ms;
-      c.prior_position_cost = o_.scheduler.position_cost;
-      c.configured_budget = o_.scheduler.step_token_budget;
-      calibrator_.emplace(c);
+      calibrator_.emplace(ceiling_over(o_.target_step_ms, o_.scheduler.step_token_budget,
+                                       o_.scheduler.position_cost));
     }
     result_.requests.resize(requests.size());
     if (o_.concurrency > 0) {
@@ -124,7 +121,7 @@ class Replay {
     double positions = 0;
     for (const TaskDescriptor& t : d.tasks) {
       tokens += t.length;
-      positions += double{1.0} * t.length * t.start + double{1.0} * t.length * (t.length - 1) / 2;
+      positions += context_positions(t.start, t.length);
     }
     const double ms =
         o_.cost.fixed_ms + o_.cost.per_token_ms * tokens + o_.cost.per_position_ms * positions;

@@ -41,6 +41,15 @@ bool solve(std::array<std::array<double, N>, N> a, std::array<double, N> b,
 
 }  // namespace
 
+CalibratorOptions ceiling_over(double target_step_ms, int configured_budget,
+                               double configured_position_cost) {
+  CalibratorOptions c;
+  c.target_step_ms = target_step_ms;
+  c.prior_position_cost = configured_position_cost;
+  c.configured_budget = configured_budget;
+  return c;
+}
+
 StepBudgetCalibrator::StepBudgetCalibrator(CalibratorOptions options) : options_(options) {
   if (!(options_.target_step_ms > 0)) fail("calibrator: target_step_ms must be > 0");
   if (!(options_.forgetting > 0 && options_.forgetting <= 1))

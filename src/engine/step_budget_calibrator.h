@@ -34,6 +34,11 @@ struct CalibratorOptions {
   int max_budget = 1 << 16;
 };
 
+// The options the engine runs with: `target_step_ms` as a ceiling over the configured budget and
+// position cost.
+CalibratorOptions ceiling_over(double target_step_ms, int configured_budget,
+                               double configured_position_cost);
+
 class StepBudgetCalibrator {
  public:
   explicit StepBudgetCalibrator(CalibratorOptions options);  // throws on a bad option
