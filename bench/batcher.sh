@@ -12,7 +12,7 @@ usage() {
   cat <<'EOF'
 usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dtype q8_0]
                         [--skip-decode] [--skip-serving] [--requests N] [--scale F] [--kv-mb M]
-                        [--rate R]
+                        [--rate R] [--runs N]
   --bin DIR     k25 binaries (default build/bin)
   --peer DIR    llama.cpp build/bin with llama-batched-bench and llama-server (skipped if absent)
   --out DIR     models and results (default /tmp/k25-bench)
@@ -20,6 +20,9 @@ usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dt
                 servers), instead of 24 in flight at most: with the closed loop the requests
                 after the first 24 are sent as earlier ones finish, so a faster server gets them
                 sooner, into its queue, and a slower one later, when it may be idle
+  --runs N      the bimodal workload N times (k25 then the peer each time, default 1); prints
+                each run's k25/peer ratios and their medians: the peer's short and gold TTFTs
+                depend on which of its slots the short prompts take, and move 10x between runs
 EOF
 }
 
@@ -34,6 +37,7 @@ requests=32
 scale=0.25
 kv_mb=600   # k25's L2 KV budget; the peer reserves every slot's full context
 rate=""
+runs=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --scale) scale="$2"; shift 2 ;;
     --kv-mb) kv_mb="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
+    --runs) runs="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
@@ -94,6 +99,8 @@ else
   arrivals=(--concurrency 24)
   arrivals_text="concurrency 24"
 fi
+# Run r writes $out/k25-bimodal.json (r = 1) or $out/k25-r<r>-bimodal.json, and the same for peer.
+run_suffix() { [[ $1 == 1 ]] || echo "-r$1"; }
 run_bimodal() {  # name url pid
   "$bin/k25-bench" --url "$2" --workload bimodal --scale "$scale" --requests "$requests" \
     "${arrivals[@]}" --max-tokens 32 --sla-mix 20/30/50 --server-pid "$3" \
@@ -102,25 +109,66 @@ run_bimodal() {  # name url pid
 }
 
 if [[ $skip_serving == 0 ]]; then
-  echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens"
-  port=$(free_port)
-  "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
-    --ctx-size 4096 --l2-cache-size-mb "$kv_mb" --log-requests false ${K25_SERVER_ARGS:-} > "$out/k25-server.log" 2>&1 &
-  pid=$!
   trap 'kill $pid 2> /dev/null || true' EXIT
-  wait_ready "http://127.0.0.1:$port" "$pid"
-  echo "-- k25"
-  run_bimodal k25 "http://127.0.0.1:$port" "$pid"
-  kill "$pid"; wait "$pid" || true
-  if [[ $have_peer == 1 ]]; then
+  for ((r = 1; r <= runs; r++)); do
+    suffix=$(run_suffix "$r")
+    echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens" \
+      "(run $r of $runs)"
     port=$(free_port)
-    "$peer/llama-server" -m "$model" -t "$threads" -np 24 -c $((24 * 4096)) --port "$port" \
-      --host 127.0.0.1 > "$out/peer-server.log" 2>&1 &
+    "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
+      --ctx-size 4096 --l2-cache-size-mb "$kv_mb" --log-requests false ${K25_SERVER_ARGS:-} \
+      > "$out/k25-server.log" 2>&1 &
     pid=$!
     wait_ready "http://127.0.0.1:$port" "$pid"
-    echo "-- llama.cpp"
-    run_bimodal peer "http://127.0.0.1:$port" "$pid"
+    echo "-- k25"
+    run_bimodal "k25$suffix" "http://127.0.0.1:$port" "$pid"
     kill "$pid"; wait "$pid" || true
-  fi
+    if [[ $have_peer == 1 ]]; then
+      port=$(free_port)
+      "$peer/llama-server" -m "$model" -t "$threads" -np 24 -c $((24 * 4096)) --port "$port" \
+        --host 127.0.0.1 > "$out/peer-server.log" 2>&1 &
+      pid=$!
+      wait_ready "http://127.0.0.1:$port" "$pid"
+      echo "-- llama.cpp"
+      run_bimodal "peer$suffix" "http://127.0.0.1:$port" "$pid"
+      kill "$pid"; wait "$pid" || true
+    fi
+  done
   trap - EXIT
+  if [[ $have_peer == 1 ]]; then
+    # Issue 15's serving rows, k25 / peer from the same run, and the median of each over runs.
+    python3 - "$out" "$runs" <<'PY'
+import json, os, statistics, sys
+out, runs = sys.argv[1], int(sys.argv[2])
+def load(name, r):
+    suffix = "" if r == 1 else f"-r{r}"
+    return json.load(open(os.path.join(out, f"{name}{suffix}-bimodal.json")))
+def ttft(s, group, cls, pct):  # None when the run had no request of that class
+    c = s["by_class"].get(group, {}).get(cls)
+    return c["ttft_ms"][pct] if c else None
+def measures(d):
+    s = d["summary"]
+    return [s["req_per_s"], ttft(s, "length", "short", "p50"), ttft(s, "sla", "gold", "p99"),
+            ttft(s, "length", "long", "p50"), d["server_memory"]["peak_rss_bytes"] / 2**20]
+names = ["req/s", "short TTFT p50 ms", "gold TTFT p99 ms", "long TTFT p50 ms", "peak RSS MiB"]
+goals = [(">=", 1.5), ("<=", 0.1), ("<=", 0.2), ("<=", 1.0), ("<=", 0.63)]
+print("\n| run | " + " | ".join(f"{n}: k25 / peer (ratio)" for n in names) + " |")
+print("|---" * (len(names) + 1) + "|")
+ratios = [[] for _ in names]
+for r in range(1, runs + 1):
+    k, p = measures(load("k25", r)), measures(load("peer", r))
+    cells = []
+    for i, (a, b) in enumerate(zip(k, p)):
+        if a is None or b is None or b == 0:
+            cells.append("n/a")
+            continue
+        ratios[i].append(a / b)
+        cells.append(f"{a:.3f} / {b:.3f} ({a / b:.3f})" if i == 0 else
+                     f"{a:.0f} / {b:.0f} ({a / b:.3f})")
+    print(f"| {r} | " + " | ".join(cells) + " |")
+print("| median ratio | " + " | ".join(
+    (f"{statistics.median(x):.3f}" if x else "n/a") + f" (goal {op} {g})"
+    for x, (op, g) in zip(ratios, goals)) + " |")
+PY
+  fi
 fi
