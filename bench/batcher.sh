@@ -57,6 +57,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 
+[[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "--runs takes a positive integer, not '$runs'" >&2; exit 2; }
+
 source "$(dirname "$0")/lib.sh"
 model=$(bench_model "$bin" "$out" "$dtype")
 have_peer=0
@@ -109,6 +111,7 @@ run_bimodal() {  # name url pid
 }
 
 if [[ $skip_serving == 0 ]]; then
+  pid=""
   trap 'kill $pid 2> /dev/null || true' EXIT
   for ((r = 1; r <= runs; r++)); do
     suffix=$(run_suffix "$r")
