@@ -112,9 +112,11 @@ run_bimodal() {  # name url pid
 
 if [[ $skip_serving == 0 ]]; then
   pid=""
+  suffixes=()
   trap 'kill $pid 2> /dev/null || true' EXIT
   for ((r = 1; r <= runs; r++)); do
     suffix=$(run_suffix "$r")
+    suffixes+=("$suffix")
     echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens" \
       "(run $r of $runs)"
     port=$(free_port)
@@ -140,11 +142,10 @@ if [[ $skip_serving == 0 ]]; then
   trap - EXIT
   if [[ $have_peer == 1 ]]; then
     # Issue 15's serving rows, k25 / peer from the same run, and the median of each over runs.
-    python3 - "$out" "$runs" <<'PY'
+    python3 - "$out" "${suffixes[@]}" <<'PY'
 import json, os, statistics, sys
-out, runs = sys.argv[1], int(sys.argv[2])
-def load(name, r):
-    suffix = "" if r == 1 else f"-r{r}"
+out, suffixes = sys.argv[1], sys.argv[2:]  # run r's files: {name}{suffixes[r - 1]}-bimodal.json
+def load(name, suffix):
     return json.load(open(os.path.join(out, f"{name}{suffix}-bimodal.json")))
 def ttft(s, group, cls, pct):  # None when the run had no request of that class
     c = s["by_class"].get(group, {}).get(cls)
@@ -158,8 +159,8 @@ goals = [(">=", 1.5), ("<=", 0.1), ("<=", 0.2), ("<=", 1.0), ("<=", 0.63)]
 print("\n| run | " + " | ".join(f"{n}: k25 / peer (ratio)" for n in names) + " |")
 print("|---" * (len(names) + 1) + "|")
 ratios = [[] for _ in names]
-for r in range(1, runs + 1):
-    k, p = measures(load("k25", r)), measures(load("peer", r))
+for r, suffix in enumerate(suffixes, 1):
+    k, p = measures(load("k25", suffix)), measures(load("peer", suffix))
     cells = []
     for i, (a, b) in enumerate(zip(k, p)):
         if a is None or b is None or b == 0:

@@ -28,6 +28,13 @@ bool has_avx2_fma() {
 
 constexpr int kBlocksPerIteration = 1000;
 
+// Instructions (12 per block) per second, in billions.
+benchmark::Counter giga_per_second(const benchmark::State& state) {
+  return benchmark::Counter(
+      12.0 * kBlocksPerIteration * static_cast<double>(state.iterations()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+
 #define K25_PIPES_BENCH(NAME, A, B)                                                            \
   __attribute__((target("avx2,fma"))) void BM_Pipes_##NAME(benchmark::State& state) {          \
     if (!has_avx2_fma()) {                                                                     \
@@ -44,9 +51,7 @@ constexpr int kBlocksPerIteration = 1000;
                        "xmm9", "xmm10", "xmm11");                                              \
       }                                                                                        \
     }                                                                                          \
-    state.counters["Gops"] = benchmark::Counter(                                               \
-        12.0 * kBlocksPerIteration * static_cast<double>(state.iterations()) / 1e9,            \
-        benchmark::Counter::kIsRate);                                                          \
+    state.counters["Gops"] = giga_per_second(state);                                           \
   }                                                                                            \
   BENCHMARK(BM_Pipes_##NAME)
 
@@ -60,9 +65,7 @@ void BM_Pipes_clock(benchmark::State& state) {
           : "+r"(x));
     }
   }
-  state.counters["Gadds"] =
-      benchmark::Counter(12.0 * kBlocksPerIteration * static_cast<double>(state.iterations()) / 1e9,
-                         benchmark::Counter::kIsRate);
+  state.counters["Gadds"] = giga_per_second(state);
 }
 BENCHMARK(BM_Pipes_clock);
 
