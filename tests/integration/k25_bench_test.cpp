@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "server_process.h"
 
@@ -40,29 +42,39 @@ class K25Bench : public ::testing::Test {
     server_ = nullptr;
   }
   void SetUp() override { REQUIRE_MODEL(); }
+  void TearDown() override {
+    for (const std::string& path : scratch_) remove_unless_failed(path);
+  }
+
+  // A path for a file of this test (/tmp, named by pid and `name`), deleted after it passes.
+  std::string scratch(const std::string& name) {
+    scratch_.push_back("/tmp/k25_bench_test_" + std::to_string(getpid()) + "_" + name);
+    return scratch_.back();
+  }
 
   // Runs k25-bench with the given flags plus --url and --json; returns (exit code, report).
   std::pair<int, json> bench(const std::string& flags, const std::string& name) {
-    const std::string out = "/tmp/k25_bench_test_" + std::to_string(getpid()) + "_" + name;
+    const std::string json_path = scratch(name + ".json"), stderr_path = scratch(name + ".stderr");
     const std::string command = std::string(K25_BIN_DIR) + "/k25-bench --url http://127.0.0.1:" +
-                                std::to_string(server_->port()) + " --json " + out + ".json " +
-                                flags + " 2>" + out + ".stderr";
+                                std::to_string(server_->port()) + " --json " + json_path + " " +
+                                flags + " 2>" + stderr_path;
     auto [code, stdout_text] = run_command(command);
     stdout_ = stdout_text;
-    stderr_ = read_file(out + ".stderr");
+    stderr_ = read_file(stderr_path);
     json report;
-    if (std::filesystem::exists(out + ".json")) report = json::parse(read_file(out + ".json"));
+    if (std::filesystem::exists(json_path)) report = json::parse(read_file(json_path));
     return {code, report};
   }
 
   static ServerProcess* server_;
   std::string stdout_, stderr_;
+  std::vector<std::string> scratch_;
 };
 ServerProcess* K25Bench::server_ = nullptr;
 
 TEST_F(K25Bench, ShortWorkloadReportAddsUp) {
   const pid_t pid = server_->pid();
-  const std::string svg = "/tmp/k25_bench_test_" + std::to_string(getpid()) + "_short.svg";
+  const std::string svg = scratch("short.svg");
   auto [code, r] = bench(
       "--workload short --scale 0.5 --requests 8 --concurrency 4 "
       "--max-tokens 8 --sla-mix 20/30/50 --duration 120 --seed 3 "
@@ -143,7 +155,7 @@ TEST_F(K25Bench, DeadServerFailsEveryRequest) {
   tcp::acceptor acceptor(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
   const int port = acceptor.local_endpoint().port();
   acceptor.close();
-  const std::string out = "/tmp/k25_bench_test_" + std::to_string(getpid()) + "_dead.json";
+  const std::string out = scratch("dead.json");
   auto [code, stdout_text] = run_command(
       std::string(K25_BIN_DIR) + "/k25-bench --url http://127.0.0.1:" + std::to_string(port) +
       " --requests 3 --concurrency 2 --max-tokens 4 --no-progress --json " + out + " 2>&1");

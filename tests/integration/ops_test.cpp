@@ -399,6 +399,7 @@ class HaproxyProcess {
   ~HaproxyProcess() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+    remove_unless_failed(log_path_);
   }
   std::string log() const { return read_file(log_path_); }
 

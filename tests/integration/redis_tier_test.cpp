@@ -493,6 +493,7 @@ class Haproxy {
   ~Haproxy() {
     kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
+    remove_unless_failed(log_path_);
   }
   std::string log() const { return read_file(log_path_); }
 

@@ -2,6 +2,7 @@
 // Boost.Beast, stop it with a signal and collect its exit status.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -30,6 +31,17 @@ inline std::string read_file(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// Deletes a file a test wrote for its own use (a process's log, a report it parsed) unless a
+// test of this run has failed, so that a suite run leaves nothing behind but what a failure is
+// read from.
+inline void remove_unless_failed(const std::string& path) {
+  if (::testing::Test::HasFailure() ||
+      ::testing::UnitTest::GetInstance()->failed_test_count() > 0) {
+    return;
+  }
+  std::remove(path.c_str());
 }
 
 inline void raise_file_limit() {
@@ -131,15 +143,20 @@ class ServerProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    std::regex port_re("\"event\":\"listening\".*\"port\":([0-9]+)");
-    while (port_ == 0) {
-      std::smatch m;
-      std::string log = read_file(log_path_);
-      if (std::regex_search(log, m, port_re)) port_ = std::stoi(m[1]);
-      check_alive_until(deadline);
+    try {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      std::regex port_re("\"event\":\"listening\".*\"port\":([0-9]+)");
+      while (port_ == 0) {
+        std::smatch m;
+        std::string log = read_file(log_path_);
+        if (std::regex_search(log, m, port_re)) port_ = std::stoi(m[1]);
+        check_alive_until(deadline);
+      }
+      if (wait_ready) this->wait_ready();
+    } catch (...) {
+      stop();  // no destructor runs for a constructor that throws; the error carries the log
+      throw;
     }
-    if (wait_ready) this->wait_ready();
   }
   // Waits (up to a minute) until /health answers 200. Throws when the server exits or never does.
   void wait_ready() {
@@ -153,12 +170,7 @@ class ServerProcess {
     }
   }
   pid_t pid() const { return pid_; }
-  ~ServerProcess() {
-    if (pid_ > 0 && !exit_status_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  ~ServerProcess() { stop(); }
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
 
@@ -181,6 +193,14 @@ class ServerProcess {
   }
 
  private:
+  // Kills the server if it still runs and deletes its log (kept after a failed test).
+  void stop() {
+    if (pid_ > 0 && !exit_status_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    remove_unless_failed(log_path_);
+  }
   static int& counter() {
     static int n = 0;
     return n;
