@@ -295,6 +295,40 @@ BENCHMARK(BM_AttendQueries)
     ->Args({2048, 3})
     ->Args({2048, 48});
 
+// The same over the KV pool's layout: pages of 16 positions, each page's K rows (range(2)
+// floats apart, the model's kv_dim) then its V rows, pages one after another. Attention visits
+// them as spans of 16 rows; range(2) = 256 is TinyLlama (4 KV heads of 64), 768 the 125M shape.
+void BM_AttendPaged(benchmark::State& state) {
+  const int n_pos = static_cast<int>(state.range(0));
+  const int n_queries = static_cast<int>(state.range(1));
+  const int kv_stride = static_cast<int>(state.range(2));
+  constexpr int kHeadDim = 64, kPageTokens = 16;
+  const int n_pages = (n_pos + kPageTokens - 1) / kPageTokens;
+  const size_t block = size_t{kPageTokens} * kv_stride;
+  std::vector<float> pool(n_pages * 2 * block, 0.01f);
+  std::vector<KvSpan> spans;
+  for (int s = 0; s < n_pages; ++s) {
+    float* keys = pool.data() + 2 * s * block;
+    spans.push_back({keys, keys + block, std::min(kPageTokens, n_pos - s * kPageTokens)});
+  }
+  std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
+  std::vector<AttentionQuery> queries;
+  for (int i = 0; i < n_queries; ++i) {
+    queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
+  }
+  std::vector<float> scratch;
+  for (auto _ : state) {
+    attend_queries(queries.data(), n_queries, spans.data(), n_pages, kv_stride, kHeadDim, 0.125f,
+                   scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
+  state.counters["FLOP/s"] = benchmark::Counter(
+      4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttendPaged)->Args({2048, 8, 256})->Args({2048, 48, 256})->Args({2048, 48, 768});
+
 // Decode attention (3 queries of one token, the 125M shape's GQA group) over 2048 cached
 // positions split into spans of range(0) positions: 16 is the L2 pool's page, 2048 one contiguous
 // buffer. What an L1 ring (the recent positions copied contiguously) could save at most.
