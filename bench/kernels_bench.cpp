@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -296,20 +297,26 @@ BENCHMARK(BM_AttendQueries)
     ->Args({2048, 48});
 
 // The same over the KV pool's layout: pages of 16 positions, each page's K rows (range(2)
-// floats apart, the model's kv_dim) then its V rows, pages one after another. Attention visits
-// them as spans of 16 rows; range(2) = 256 is TinyLlama (4 KV heads of 64), 768 the 125M shape.
+// elements apart, the model's kv_dim) then its V rows, pages one after another, rows of f32
+// (range(3) = 0, k25-run's default) or f16 (1, k25-server's). Attention visits them as spans of
+// 16 rows; range(2) = 256 is TinyLlama (4 KV heads of 64), 768 the 125M shape.
 void BM_AttendPaged(benchmark::State& state) {
   const int n_pos = static_cast<int>(state.range(0));
   const int n_queries = static_cast<int>(state.range(1));
   const int kv_stride = static_cast<int>(state.range(2));
+  const KvDtype dtype = state.range(3) == 0 ? KvDtype::kF32 : KvDtype::kF16;
   constexpr int kHeadDim = 64, kPageTokens = 16;
   const int n_pages = (n_pos + kPageTokens - 1) / kPageTokens;
-  const size_t block = size_t{kPageTokens} * kv_stride;
-  std::vector<float> pool(n_pages * 2 * block, 0.01f);
+  const size_t row_bytes = kv_stride * kv_dtype_bytes(dtype), block_bytes = kPageTokens * row_bytes;
+  std::vector<std::byte> pool(n_pages * 2 * block_bytes);
+  const std::vector<float> row(kv_stride, 0.01f);
+  for (size_t at = 0; at < pool.size(); at += row_bytes) {
+    kv_store_row(dtype, row.data(), pool.data() + at, kv_stride);
+  }
   std::vector<KvSpan> spans;
   for (int s = 0; s < n_pages; ++s) {
-    float* keys = pool.data() + 2 * s * block;
-    spans.push_back({keys, keys + block, std::min(kPageTokens, n_pos - s * kPageTokens)});
+    const std::byte* keys = pool.data() + 2 * s * block_bytes;
+    spans.push_back({keys, keys + block_bytes, std::min(kPageTokens, n_pos - s * kPageTokens)});
   }
   std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
   std::vector<AttentionQuery> queries;
@@ -319,7 +326,7 @@ void BM_AttendPaged(benchmark::State& state) {
   std::vector<float> scratch;
   for (auto _ : state) {
     attend_queries(queries.data(), n_queries, spans.data(), n_pages, kv_stride, kHeadDim, 0.125f,
-                   scratch);
+                   scratch, dtype);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
@@ -327,7 +334,10 @@ void BM_AttendPaged(benchmark::State& state) {
       4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_AttendPaged)->Args({2048, 8, 256})->Args({2048, 48, 256})->Args({2048, 48, 768});
+BENCHMARK(BM_AttendPaged)
+    ->ArgsProduct({{2048}, {8, 48}, {256}, {0, 1}})
+    ->Args({2048, 48, 768, 0})
+    ->Args({2048, 48, 768, 1});
 
 // Decode attention (3 queries of one token, the 125M shape's GQA group) over 2048 cached
 // positions split into spans of range(0) positions: 16 is the L2 pool's page, 2048 one contiguous
