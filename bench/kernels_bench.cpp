@@ -264,30 +264,40 @@ void BM_SiluMul(benchmark::State& state) {
 }
 BENCHMARK(BM_SiluMul)->Arg(5632);
 
-// One KV head with range(1) queries at range(0) cached positions: range(1) = 8 is one token of
-// TinyLlama (8 query heads per KV head), 48 a prefill task of 16 tokens of the 125M shape (3 query
-// heads per KV head). Head size 64; the counter is attention arithmetic (2 multiply-adds per
-// position and dimension: scores and weighted values).
-void BM_AttendQueries(benchmark::State& state) {
-  const int n_pos = static_cast<int>(state.range(0));
-  const int n_queries = static_cast<int>(state.range(1));
-  constexpr int kHeadDim = 64, kKvStride = 256;
-  std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
-  std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
+constexpr int kAttendHeadDim = 64;
+
+// n_queries queries of one KV head (head size 64) over n_pos cached positions in `spans`, rows
+// kv_stride elements apart: the attention call timed, with its arithmetic as FLOP/s (2
+// multiply-adds per position and dimension: scores and weighted values).
+void run_attention(benchmark::State& state, const std::vector<KvSpan>& spans, int kv_stride,
+                   int n_pos, int n_queries, KvDtype dtype = KvDtype::kF32) {
+  std::vector<float> q(static_cast<size_t>(n_queries) * kAttendHeadDim, 0.1f), out(q.size());
   std::vector<AttentionQuery> queries;
   for (int i = 0; i < n_queries; ++i) {
-    queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
+    queries.push_back({q.data() + i * kAttendHeadDim, n_pos, out.data() + i * kAttendHeadDim});
   }
-  const KvSpan span{kv.data(), kv.data() + kHeadDim, n_pos};
   std::vector<float> scratch;
   for (auto _ : state) {
-    attend_queries(queries.data(), n_queries, &span, 1, kKvStride, kHeadDim, 0.125f, scratch);
+    attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
+                   kv_stride, kAttendHeadDim, 0.125f, scratch, dtype);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
   state.counters["FLOP/s"] = benchmark::Counter(
-      4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
+      4.0 * kAttendHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
+}
+
+// One KV head with range(1) queries at range(0) cached positions in one contiguous span, rows 1
+// KiB apart (which alias in the caches: BM_AttendPaged reads the pool's layout): range(1) = 8 is
+// one token of TinyLlama (8 query heads per KV head), 48 a prefill task of 16 tokens of the 125M
+// shape (3 query heads per KV head).
+void BM_AttendQueries(benchmark::State& state) {
+  const int n_pos = static_cast<int>(state.range(0));
+  constexpr int kKvStride = 256;
+  std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
+  run_attention(state, {{kv.data(), kv.data() + kAttendHeadDim, n_pos}}, kKvStride, n_pos,
+                static_cast<int>(state.range(1)));
 }
 BENCHMARK(BM_AttendQueries)
     ->Args({64, 8})
@@ -302,10 +312,9 @@ BENCHMARK(BM_AttendQueries)
 // 16 rows; range(2) = 256 is TinyLlama (4 KV heads of 64), 768 the 125M shape.
 void BM_AttendPaged(benchmark::State& state) {
   const int n_pos = static_cast<int>(state.range(0));
-  const int n_queries = static_cast<int>(state.range(1));
   const int kv_stride = static_cast<int>(state.range(2));
   const KvDtype dtype = state.range(3) == 0 ? KvDtype::kF32 : KvDtype::kF16;
-  constexpr int kHeadDim = 64, kPageTokens = 16;
+  constexpr int kPageTokens = 16;
   const int n_pages = (n_pos + kPageTokens - 1) / kPageTokens;
   const size_t row_bytes = kv_stride * kv_dtype_bytes(dtype), block_bytes = kPageTokens * row_bytes;
   std::vector<std::byte> pool(n_pages * 2 * block_bytes);
@@ -318,21 +327,7 @@ void BM_AttendPaged(benchmark::State& state) {
     const std::byte* keys = pool.data() + 2 * s * block_bytes;
     spans.push_back({keys, keys + block_bytes, std::min(kPageTokens, n_pos - s * kPageTokens)});
   }
-  std::vector<float> q(static_cast<size_t>(n_queries) * kHeadDim, 0.1f), out(q.size());
-  std::vector<AttentionQuery> queries;
-  for (int i = 0; i < n_queries; ++i) {
-    queries.push_back({q.data() + i * kHeadDim, n_pos, out.data() + i * kHeadDim});
-  }
-  std::vector<float> scratch;
-  for (auto _ : state) {
-    attend_queries(queries.data(), n_queries, spans.data(), n_pages, kv_stride, kHeadDim, 0.125f,
-                   scratch, dtype);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetItemsProcessed(state.iterations() * n_queries * n_pos);
-  state.counters["FLOP/s"] = benchmark::Counter(
-      4.0 * kHeadDim * n_queries * n_pos * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate);
+  run_attention(state, spans, kv_stride, n_pos, static_cast<int>(state.range(1)), dtype);
 }
 BENCHMARK(BM_AttendPaged)
     ->ArgsProduct({{2048}, {8, 48}, {256}, {0, 1}})
@@ -344,7 +339,7 @@ BENCHMARK(BM_AttendPaged)
 // buffer. What an L1 ring (the recent positions copied contiguously) could save at most.
 void BM_AttendSpans(benchmark::State& state) {
   const int span_len = static_cast<int>(state.range(0));
-  constexpr int kPos = 2048, kQueries = 3, kHeadDim = 64, kKvStride = 256;
+  constexpr int kPos = 2048, kKvStride = 256;
   // Each span in its own block, apart from the next by 1 KiB more than its rows (a power-of-two
   // distance would put every span's rows in the same cache sets and measure that instead).
   const int n_spans = kPos / span_len;
@@ -352,20 +347,9 @@ void BM_AttendSpans(benchmark::State& state) {
   std::vector<float> kv(n_spans * block, 0.01f);
   std::vector<KvSpan> spans;
   for (int s = 0; s < n_spans; ++s) {
-    spans.push_back({kv.data() + s * block, kv.data() + s * block + kHeadDim, span_len});
+    spans.push_back({kv.data() + s * block, kv.data() + s * block + kAttendHeadDim, span_len});
   }
-  std::vector<float> q(kQueries * kHeadDim, 0.1f), out(q.size());
-  std::vector<AttentionQuery> queries;
-  for (int i = 0; i < kQueries; ++i) {
-    queries.push_back({q.data() + i * kHeadDim, kPos, out.data() + i * kHeadDim});
-  }
-  std::vector<float> scratch;
-  for (auto _ : state) {
-    attend_queries(queries.data(), kQueries, spans.data(), n_spans, kKvStride, kHeadDim, 0.125f,
-                   scratch);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetItemsProcessed(state.iterations() * kQueries * kPos);
+  run_attention(state, spans, kKvStride, kPos, 3);
 }
 BENCHMARK(BM_AttendSpans)->Arg(16)->Arg(128)->Arg(2048);
 
