@@ -221,6 +221,54 @@ TEST(KvDtype, AttentionOverF16RowsRoundsQueriesAndProbabilitiesToF16) {
   }
 }
 
+// Many queries over F16 rows (a prefill task; the kernels may widen the rows to floats once for
+// all of them) give each query the same bits as the query alone (read as F16 at every use), for
+// the prefix cache and preemption rely on a token's KV not depending on its batch.
+TEST(KvDtype, F16AttentionOfManyQueriesIsBitwiseThatOfEachAlone) {
+  std::mt19937 rng(34);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  for (int head_dim : {64, 128}) {
+    const int n_cached = 300, n_queries = 40, stride = head_dim + 32;
+    const size_t n = static_cast<size_t>(n_cached) * stride;
+    std::vector<float> k(n), v(n), q(static_cast<size_t>(n_queries) * head_dim);
+    for (auto& x : k) x = g(rng);
+    for (auto& x : v) x = g(rng);
+    for (auto& x : q) x = 2.0f * g(rng);
+    std::vector<uint16_t> k16(n), v16(n);
+    kv_store_row(KvDtype::kF16, k.data(), k16.data(), static_cast<int>(n));
+    kv_store_row(KvDtype::kF16, v.data(), v16.data(), static_cast<int>(n));
+    std::vector<KvSpan> spans;
+    for (int p = 0; p < n_cached; p += 16) {
+      const size_t at = static_cast<size_t>(p) * stride;
+      spans.push_back({k16.data() + at, v16.data() + at, std::min(16, n_cached - p)});
+    }
+    std::uniform_int_distribution<int> pos(1, n_cached);
+    std::vector<int> n_pos(n_queries), first(n_queries);
+    for (int i = 0; i < n_queries; ++i) {
+      n_pos[i] = i == 0 ? n_cached : pos(rng);
+      first[i] = i % 5 == 0 ? n_pos[i] / 3 : 0;  // some sliding windows
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    std::vector<float> scratch, together(q.size());
+    std::vector<AttentionQuery> queries;
+    for (int i = 0; i < n_queries; ++i) {
+      queries.push_back(
+          {q.data() + i * head_dim, n_pos[i], together.data() + i * head_dim, first[i]});
+    }
+    attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()), stride,
+                   head_dim, scale, scratch, KvDtype::kF16);
+    for (int i = 0; i < n_queries; ++i) {
+      std::vector<float> alone(head_dim);
+      const AttentionQuery query{q.data() + i * head_dim, n_pos[i], alone.data(), first[i]};
+      attend_queries(&query, 1, spans.data(), static_cast<int>(spans.size()), stride, head_dim,
+                     scale, scratch, KvDtype::kF16);
+      ASSERT_EQ(0,
+                std::memcmp(alone.data(), together.data() + i * head_dim, head_dim * sizeof(float)))
+          << "head_dim " << head_dim << " query " << i;
+    }
+  }
+}
+
 // The probabilities themselves are F16 values: with one-hot values the output is exactly them.
 TEST(KvDtype, F16AttentionWeighsValuesByF16Probabilities) {
   for (int head_dim : {8, 64}) {

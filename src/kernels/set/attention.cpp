@@ -579,9 +579,14 @@ void with_count(int n, Fn&& fn) {
 // values groups of up to kValueQueries. Each score and each output element is computed by the
 // same operations in the same order whatever the other queries of the call are, so results do
 // not depend on how a batch groups its queries.
+// Flattened: GCC's inlining budget for this file gave the F16 instantiation (k25-server's default
+// cache) less of its kernels inlined than the F32 one (102 against 138 multiply-adds in its code
+// on the avx2 set), 10-14% slower (kernels_bench BM_AttendPaged); changes that added an
+// instantiation moved that loss onto the F32 one.
 template <typename T>
-void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
-                    int kv_stride, int head_dim, float scale, std::vector<float>& scratch) {
+[[gnu::flatten]] void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans,
+                                     int n_spans, int kv_stride, int head_dim, float scale,
+                                     std::vector<float>& scratch) {
   const int n_blocks = (nq + kQueries - 1) / kQueries;
   const int n_groups = (nq + kValueQueries - 1) / kValueQueries;
   int n = 0;
