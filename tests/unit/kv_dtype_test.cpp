@@ -153,13 +153,45 @@ TEST(KvDtype, ServerConfigKeyAndFlag) {
   EXPECT_TRUE(has_flag);
 }
 
+// Random keys, values and queries for attention over F16 rows: k and v hold the rows' F16 values
+// as floats, k16 and v16 their bits, each n_cached rows of `stride` elements (the head in their
+// first head_dim), in spans of 16 rows as the pool's pages give them.
+struct F16AttentionCase {
+  std::vector<float> k, v, q;
+  std::vector<uint16_t> k16, v16;
+  std::vector<KvSpan> spans;
+};
+
+F16AttentionCase make_f16_attention_case(int head_dim, int n_cached, int n_queries, int stride,
+                                         std::mt19937& rng) {
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  F16AttentionCase c;
+  const size_t n = static_cast<size_t>(n_cached) * stride;
+  c.k.resize(n);
+  c.v.resize(n);
+  c.q.resize(static_cast<size_t>(n_queries) * head_dim);
+  for (auto& x : c.k) x = g(rng);
+  for (auto& x : c.v) x = g(rng);
+  for (auto& x : c.q) x = 2.0f * g(rng);
+  c.k16.resize(n);
+  c.v16.resize(n);
+  kv_store_row(KvDtype::kF16, c.k.data(), c.k16.data(), static_cast<int>(n));
+  kv_store_row(KvDtype::kF16, c.v.data(), c.v16.data(), static_cast<int>(n));
+  kv_load_row(KvDtype::kF16, c.k16.data(), c.k.data(), static_cast<int>(n));  // rounded
+  kv_load_row(KvDtype::kF16, c.v16.data(), c.v.data(), static_cast<int>(n));
+  for (int p = 0; p < n_cached; p += 16) {
+    const size_t at = static_cast<size_t>(p) * stride;
+    c.spans.push_back({c.k16.data() + at, c.v16.data() + at, std::min(16, n_cached - p)});
+  }
+  return c;
+}
+
 // With an F16 cache, attention computes what llama.cpp's F16-cache attention computes: scores of
 // the query rounded to F16 with the F16 keys, softmax probabilities rounded to F16, their sum
 // with the F16 values (checked against a double-precision model of that arithmetic), on the
 // blocked path (head sizes 64, 128) and the portable one (8, 40).
 TEST(KvDtype, AttentionOverF16RowsRoundsQueriesAndProbabilitiesToF16) {
   std::mt19937 rng(21);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   const auto f16 = [](double x) {
     return static_cast<double>(f16_to_f32(f32_to_f16(static_cast<float>(x))));
   };
@@ -167,27 +199,16 @@ TEST(KvDtype, AttentionOverF16RowsRoundsQueriesAndProbabilitiesToF16) {
     for (int n_cached : {1, 7, 150}) {
       for (int n_queries : {1, 5, 9}) {
         const int stride = head_dim + 32;  // the head inside wider KV rows
-        const size_t n = static_cast<size_t>(n_cached) * stride;
-        std::vector<float> k(n), v(n), q(static_cast<size_t>(n_queries) * head_dim);
-        for (auto& x : k) x = g(rng);
-        for (auto& x : v) x = g(rng);
-        for (auto& x : q) x = 2.0f * g(rng);
-        std::vector<uint16_t> k16(n), v16(n);
-        kv_store_row(KvDtype::kF16, k.data(), k16.data(), static_cast<int>(n));
-        kv_store_row(KvDtype::kF16, v.data(), v16.data(), static_cast<int>(n));
-        kv_load_row(KvDtype::kF16, k16.data(), k.data(), static_cast<int>(n));  // rounded
-        kv_load_row(KvDtype::kF16, v16.data(), v.data(), static_cast<int>(n));
+        const F16AttentionCase c =
+            make_f16_attention_case(head_dim, n_cached, n_queries, stride, rng);
+        const std::vector<float>&k = c.k, &v = c.v, &q = c.q;
+        const std::vector<KvSpan>& spans = c.spans;
         std::uniform_int_distribution<int> pos(1, n_cached);
         std::vector<float> out(q.size());
         std::vector<AttentionQuery> queries;
         for (int i = 0; i < n_queries; ++i) {
           const int n_pos = i == 0 ? n_cached : pos(rng);
           queries.push_back({q.data() + i * head_dim, n_pos, out.data() + i * head_dim});
-        }
-        std::vector<KvSpan> spans;
-        for (int p = 0; p < n_cached; p += 16) {
-          const size_t at = static_cast<size_t>(p) * stride;
-          spans.push_back({k16.data() + at, v16.data() + at, std::min(16, n_cached - p)});
         }
         const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         std::vector<float> scratch;
@@ -226,22 +247,11 @@ TEST(KvDtype, AttentionOverF16RowsRoundsQueriesAndProbabilitiesToF16) {
 // the prefix cache and preemption rely on a token's KV not depending on its batch.
 TEST(KvDtype, F16AttentionOfManyQueriesIsBitwiseThatOfEachAlone) {
   std::mt19937 rng(34);
-  std::normal_distribution<float> g(0.0f, 1.0f);
   for (int head_dim : {64, 128}) {
     const int n_cached = 300, n_queries = 40, stride = head_dim + 32;
-    const size_t n = static_cast<size_t>(n_cached) * stride;
-    std::vector<float> k(n), v(n), q(static_cast<size_t>(n_queries) * head_dim);
-    for (auto& x : k) x = g(rng);
-    for (auto& x : v) x = g(rng);
-    for (auto& x : q) x = 2.0f * g(rng);
-    std::vector<uint16_t> k16(n), v16(n);
-    kv_store_row(KvDtype::kF16, k.data(), k16.data(), static_cast<int>(n));
-    kv_store_row(KvDtype::kF16, v.data(), v16.data(), static_cast<int>(n));
-    std::vector<KvSpan> spans;
-    for (int p = 0; p < n_cached; p += 16) {
-      const size_t at = static_cast<size_t>(p) * stride;
-      spans.push_back({k16.data() + at, v16.data() + at, std::min(16, n_cached - p)});
-    }
+    const F16AttentionCase c = make_f16_attention_case(head_dim, n_cached, n_queries, stride, rng);
+    const std::vector<float>& q = c.q;
+    const std::vector<KvSpan>& spans = c.spans;
     std::uniform_int_distribution<int> pos(1, n_cached);
     std::vector<int> n_pos(n_queries), first(n_queries);
     for (int i = 0; i < n_queries; ++i) {
