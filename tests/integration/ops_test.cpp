@@ -11,7 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "haproxy_process.h"
 #include "server_process.h"
+#include "system_tools.h"
 
 namespace k25::testing {
 namespace {
@@ -49,13 +51,6 @@ json health_of(int port) {
 
 std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + "k25_ops_" + std::to_string(getpid()) + "_" + name;
-}
-
-// A port nothing listens on (bound, then released).
-int closed_port() {
-  net::io_context ioc;
-  tcp::acceptor acceptor(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
 }
 
 const json kShort = {{"prompt", "Once upon a time"}, {"max_tokens", 8}, {"temperature", 0}};
@@ -245,8 +240,8 @@ TEST(OpsFallback, UnreachableUpstreamLeavesTheEngineToAnswer) {
   ServerProcess primary(
       plus(server_args(),
            {"--debug-step-delay-ms", "300", "--fallback-url",
-            "http://127.0.0.1:" + std::to_string(closed_port()), "--fallback-timeout-ms", "50",
-            "--fallback-failure-threshold", "1", "--fallback-probe-interval-s", "3600"}));
+            "http://127.0.0.1:" + std::to_string(free_loopback_port()), "--fallback-timeout-ms",
+            "50", "--fallback-failure-threshold", "1", "--fallback-probe-interval-s", "3600"}));
   json body = kShort;
   body["max_tokens"] = 2;
   for (int i = 0; i < 2; ++i) {  // the first times out, the second finds the circuit open
@@ -265,12 +260,13 @@ TEST(OpsFallback, SlowButProgressingLongPromptsKeepTheCircuitClosed) {
   // Each step sleeps 100 ms and takes 8 prompt tokens: a long prompt's first token comes after
   // many steps, far past the 1 s timeout, but each step is progress. Request 2 is failed by
   // the engine in its first step (a testing aid): a real failure, which opens the circuit.
-  ServerProcess primary(plus(
-      server_args(), {"--debug-step-delay-ms", "100", "--micro-task-tokens", "8",
-                      "--step-token-budget", "8", "--fallback-url",
-                      "http://127.0.0.1:" + std::to_string(closed_port()), "--fallback-timeout-ms",
-                      "1000", "--fallback-failure-threshold", "1", "--fallback-probe-interval-s",
-                      "3600", "--debug-fault", "runtime_error:request=2:tokens=0"}));
+  ServerProcess primary(
+      plus(server_args(),
+           {"--debug-step-delay-ms", "100", "--micro-task-tokens", "8", "--step-token-budget", "8",
+            "--fallback-url", "http://127.0.0.1:" + std::to_string(free_loopback_port()),
+            "--fallback-timeout-ms", "1000", "--fallback-failure-threshold", "1",
+            "--fallback-probe-interval-s", "3600", "--debug-fault",
+            "runtime_error:request=2:tokens=0"}));
   const int port = primary.port();
   std::string story;
   for (int i = 0; i < 12; ++i) story += "Once upon a time, there was a little girl named Lily. ";
@@ -347,7 +343,7 @@ TEST(OpsVerify, SameModelMatchesOtherWeightsDifferUnreachableIsAnError) {
     EXPECT_LE(d["tokens_a"].size(), 32u);
   }
 
-  auto [err_code, err_out] = verify(a.port(), closed_port(), report);
+  auto [err_code, err_out] = verify(a.port(), free_loopback_port(), report);
   EXPECT_EQ(err_code, 2) << err_out;
   EXPECT_NE(err_out.find("error"), std::string::npos) << err_out;
   std::remove(report.c_str());
@@ -370,67 +366,15 @@ TEST(OpsVerify, AnInstanceThatPrunesAggressivelyDiffers) {
 // ---------------------------------------------------------------------------------------------
 // Behind HAProxy (R-SCALE)
 
-std::string find_haproxy() {
-  for (const char* p : {"/usr/sbin/haproxy", "/usr/bin/haproxy", "/usr/local/sbin/haproxy"}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
-
-// haproxy -f deploy/haproxy.cfg in the foreground, its addresses given through the environment.
-class HaproxyProcess {
- public:
-  HaproxyProcess(const std::string& binary, int port, int replica1, int replica2) {
-    log_path_ = temp_path("haproxy.log");
-    const std::string cfg = std::string(K25_SOURCE_DIR) + "/deploy/haproxy.cfg";
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* log = std::fopen(log_path_.c_str(), "w");
-      dup2(fileno(log), 1);
-      dup2(fileno(log), 2);
-      setenv("K25_LISTEN", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-      setenv("K25_REPLICA_1", ("127.0.0.1:" + std::to_string(replica1)).c_str(), 1);
-      setenv("K25_REPLICA_2", ("127.0.0.1:" + std::to_string(replica2)).c_str(), 1);
-      setenv("K25_STATS", ("127.0.0.1:" + std::to_string(closed_port())).c_str(), 1);
-      execl(binary.c_str(), binary.c_str(), "-db", "-f", cfg.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~HaproxyProcess() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    remove_unless_failed(log_path_);
-  }
-  std::string log() const { return read_file(log_path_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_path_;
-};
-
 TEST(OpsHaproxy, ReplicaKilledMidRunEveryRequestAnsweredOnce) {
   REQUIRE_MODELS("stories260K.gguf");
-  const std::string haproxy = find_haproxy();
-  if (haproxy.empty()) {
-    GTEST_SKIP() << "SKIPPED: haproxy is not installed (apt-get install haproxy, or run "
-                    "scripts/setup.sh); the deploy/haproxy.cfg end-to-end test did not run";
-  }
   // Each step sleeps 10 ms so that requests are in flight on the replica when it dies.
   std::vector<std::string> args = plus(server_args(), {"--debug-step-delay-ms", "10"});
   auto replica1 = std::make_unique<ServerProcess>(args);
   ServerProcess replica2(args);
-  const int port = closed_port();
-  HaproxyProcess proxy(haproxy, port, replica1->port(), replica2.port());
-  // Ready when HAProxy answers through both replicas' health checks.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    try {
-      if (http_call(port, "GET", "/health").status == 200) break;
-    } catch (const std::exception&) {
-    }
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << proxy.log();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  HaproxyProcess proxy("haproxy.cfg", replica1->port(), replica2.port());
+  proxy.wait_ready();
+  const int port = proxy.port();
 
   // The expected answer of every prompt, from the surviving replica directly.
   constexpr int kPrompts = 4, kClients = 4, kPerClient = 12;

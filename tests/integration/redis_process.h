@@ -16,24 +16,9 @@
 #include <vector>
 
 #include "server_process.h"
+#include "system_tools.h"
 
 namespace k25::testing {
-
-inline int free_loopback_port() {
-  net::io_context ioc;
-  tcp::acceptor acceptor(ioc, tcp::endpoint(net::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
-
-inline std::string tool_path(const char* name) {
-  for (const char* dir : {"/usr/bin/", "/usr/local/bin/", "/usr/sbin/"}) {
-    const std::string p = std::string(dir) + name;
-    if (std::filesystem::exists(p)) return p;
-  }
-  throw std::runtime_error(std::string(name) +
-                           " is not installed: run scripts/setup.sh (apt-get install "
-                           "redis-server redis-tools haproxy)");
-}
 
 class RedisProcess {
  public:

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "haproxy_process.h"
 #include "kv/redis_store.h"
 #include "redis_process.h"
 #include "server_process.h"
@@ -469,56 +470,15 @@ TEST(SharedTier, DiskInFrontOfRedisRestoresFromEither) {
   EXPECT_EQ(again.text, lone_answer(turn2));
 }
 
-// deploy/haproxy-sessions.cfg in the foreground, addresses from the environment.
-class Haproxy {
- public:
-  Haproxy(int port, int replica1, int replica2) {
-    const std::string binary = tool_path("haproxy");
-    log_path_ = ::testing::TempDir() + "k25_redis_haproxy_" + std::to_string(getpid()) + ".log";
-    const std::string cfg = std::string(K25_SOURCE_DIR) + "/deploy/haproxy-sessions.cfg";
-    const int stats = free_loopback_port();
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* log = std::fopen(log_path_.c_str(), "w");
-      dup2(fileno(log), 1);
-      dup2(fileno(log), 2);
-      setenv("K25_LISTEN", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
-      setenv("K25_REPLICA_1", ("127.0.0.1:" + std::to_string(replica1)).c_str(), 1);
-      setenv("K25_REPLICA_2", ("127.0.0.1:" + std::to_string(replica2)).c_str(), 1);
-      setenv("K25_STATS", ("127.0.0.1:" + std::to_string(stats)).c_str(), 1);
-      execl(binary.c_str(), binary.c_str(), "-db", "-f", cfg.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-  }
-  ~Haproxy() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    remove_unless_failed(log_path_);
-  }
-  std::string log() const { return read_file(log_path_); }
-
- private:
-  pid_t pid_ = -1;
-  std::string log_path_;
-};
-
 TEST(SharedTierHaproxy, AReplicaKilledMidRunItsSessionsContinueWithTheirHistoryFromRedis) {
   RedisProcess redis;
   // Each step sleeps 10 ms so that turn-2 requests are in flight on the replica when it dies.
   const std::vector<std::string> slow = {"--debug-step-delay-ms", "10"};
   auto a = std::make_unique<ServerProcess>(replica_args(redis.url(), slow));
   ServerProcess b(replica_args(redis.url(), slow));
-  const int port = free_loopback_port();
-  Haproxy proxy(port, a->port(), b.port());
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    try {
-      if (http_call(port, "GET", "/health").status == 200) break;
-    } catch (const std::exception&) {
-    }
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << proxy.log();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  HaproxyProcess proxy("haproxy-sessions.cfg", a->port(), b.port());
+  proxy.wait_ready();
+  const int port = proxy.port();
   constexpr int kSessions = 8;
   std::vector<Turn> first(kSessions);
   std::vector<std::string> turn2(kSessions), expected(kSessions);
