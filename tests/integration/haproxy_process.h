@@ -73,11 +73,7 @@ class HaproxyProcess {
   // replica up); throws with haproxy's log after `timeout`.
   void wait_ready(std::chrono::seconds timeout = std::chrono::seconds(30)) const {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      try {
-        if (http_call(port_, "GET", "/health").status == 200) return;
-      } catch (const std::exception&) {
-      }
+    while (!health_is_ok(port_)) {
       if (std::chrono::steady_clock::now() > deadline) {
         throw std::runtime_error("haproxy did not answer /health in time; its log:\n" + log());
       }

@@ -108,6 +108,15 @@ inline double metric(int port, const std::string& name) {
   return metric_in(http_call(port, "GET", "/metrics").body, name);
 }
 
+// Whether GET /health on 127.0.0.1:port answers 200 now (false while nothing answers there).
+inline bool health_is_ok(int port) {
+  try {
+    return http_call(port, "GET", "/health").status == 200;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 // The JSON payloads of an SSE body ("data: ..." lines), "[DONE]" included as a string.
 inline std::vector<std::string> sse_data(const std::string& body) {
   std::vector<std::string> out;
@@ -161,13 +170,7 @@ class ServerProcess {
   // Waits (up to a minute) until /health answers 200. Throws when the server exits or never does.
   void wait_ready() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    for (;;) {
-      try {
-        if (http_call(port_, "GET", "/health").status == 200) break;
-      } catch (const std::exception&) {
-      }
-      check_alive_until(deadline);
-    }
+    while (!health_is_ok(port_)) check_alive_until(deadline);
   }
   pid_t pid() const { return pid_; }
   ~ServerProcess() { stop(); }
