@@ -79,8 +79,11 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
     const auto* packed = static_cast<const uint8_t*>(m.view.packed);
     const size_t quant_bytes = packed_quant_bytes(type);
     const size_t group_bytes = packed_group_bytes(type, cols);
-    // Blocks in pairs, each pair's quants and then its scales: one stream per group.
-    EXPECT_EQ(group_bytes, ((cols / 32 + 1) / 2) * (2 * quant_bytes + 64));
+    // Blocks in units of 2 (Q8_0) or 4 (Q4_0), each unit's quants and then its scales: one
+    // stream per group.
+    const int64_t unit_blocks = type == DType::Q8_0 ? 2 : 4;
+    const size_t unit_bytes = unit_blocks * (quant_bytes + 32);
+    EXPECT_EQ(group_bytes, ((cols / 32 + unit_blocks - 1) / unit_blocks) * unit_bytes);
     const size_t block_bytes = dtype_block_bytes(type);
     const int64_t n_blocks = cols / 32;
     for (int64_t r = 0; r < 32; ++r) {
@@ -88,14 +91,15 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
       const int i = static_cast<int>(r % 16);
       for (int64_t b = 0; b < n_blocks; ++b) {
         uint16_t scale;
-        const uint8_t* pair = group + (b / 2) * (2 * quant_bytes + 64);
-        std::memcpy(&scale, pair + 2 * quant_bytes + 32 * (b % 2) + 2 * i, 2);
+        const uint8_t* unit = group + (b / unit_blocks) * unit_bytes;
+        const int64_t in_unit = b % unit_blocks;
+        std::memcpy(&scale, unit + unit_blocks * quant_bytes + 32 * in_unit + 2 * i, 2);
         const uint8_t* src = m.bytes.data() + r * row_bytes(type, cols) + b * block_bytes;
         uint16_t src_scale = 0;
         if (r < rows) std::memcpy(&src_scale, src, 2);
         EXPECT_EQ(scale, src_scale) << "row " << r << " block " << b;
         for (size_t j = 0; j < quant_bytes / 16; ++j) {
-          const uint8_t got = pair[(b % 2) * quant_bytes + 64 * (j / 4) + 4 * i + j % 4];
+          const uint8_t got = unit[in_unit * quant_bytes + 64 * (j / 4) + 4 * i + j % 4];
           uint8_t want = type == DType::Q8_0 ? q8_flip : 0x88;  // a zero quant past the end
           if (r < rows) want = type == DType::Q8_0 ? src[2 + j] ^ q8_flip : src[2 + j];
           ASSERT_EQ(got, want) << dtype_name(type) << " row " << r << " block " << b << " byte "
@@ -107,11 +111,16 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
       EXPECT_EQ(packed[packed_q8_minimum_flags(rows, cols)], 0);
       EXPECT_EQ(packed[packed_q8_minimum_flags(rows, cols) + 1], 0);
     }
-    // 3 blocks: the last pair's second block is zeros, quants and scales.
+    // 3 blocks: the last unit's missing block (block 3) is zeros, quants and scales.
     for (int64_t g = 0; g < 2; ++g) {
-      const uint8_t* last_pair = packed + g * group_bytes + (2 * quant_bytes + 64);
-      for (size_t k = 0; k < quant_bytes; ++k) ASSERT_EQ(last_pair[quant_bytes + k], 0) << k;
-      for (size_t k = 0; k < 32; ++k) ASSERT_EQ(last_pair[2 * quant_bytes + 32 + k], 0) << k;
+      const uint8_t* last_unit = packed + g * group_bytes + (3 / unit_blocks) * unit_bytes;
+      const int64_t missing = 3 % unit_blocks;
+      for (size_t k = 0; k < quant_bytes; ++k) {
+        ASSERT_EQ(last_unit[missing * quant_bytes + k], 0) << k;
+      }
+      for (size_t k = 0; k < 32; ++k) {
+        ASSERT_EQ(last_unit[unit_blocks * quant_bytes + 32 * missing + k], 0) << k;
+      }
     }
   }
 }

@@ -525,7 +525,7 @@ constexpr size_t kPrefetchBytes = 4096;
 // arithmetic then costs a shift and a mask (with the block size read at run time, the avx512
 // set's Q4_0 prefill ran 8-12% slower).
 template <QKind K>
-constexpr PackedBlockPairs kPairs{packed_quant_bytes(K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0)};
+constexpr PackedBlockUnits kUnits = packed_block_units(K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0);
 
 // One group of kGroupRows repacked rows (layout in kernels/repack.h).
 struct PackedGroup {
@@ -534,11 +534,11 @@ struct PackedGroup {
   // Block b's quants, and its 16 f16 row scales.
   template <QKind K>
   const uint8_t* quants(int64_t b) const {
-    return base + kPairs<K>.quants_at(b);
+    return base + kUnits<K>.quants_at(b);
   }
   template <QKind K>
   const uint16_t* scales(int64_t b) const {
-    return reinterpret_cast<const uint16_t*>(base + kPairs<K>.scales_at(b));
+    return reinterpret_cast<const uint16_t*>(base + kUnits<K>.scales_at(b));
   }
 };
 

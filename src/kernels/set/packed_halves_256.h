@@ -207,7 +207,7 @@ inline __m256 half_block_dw(const uint16_t* scales, int half) {
 
 // Decode (one token): both halves in one pass over the group, so the group is read once as one
 // sequential stream, with a software prefetch kPrefetchBytes ahead (kDecodePrefetchHint); the float
-// steps of each row are those of packed_tile. The loop walks the group pair by pair with running
+// steps of each row are those of packed_tile. The loop walks the group unit by unit with running
 // pointers: recomputing each block's place from its index cost a fifth of the instructions.
 // kSymmetricQ8: the group's Q8_0 quants are in [-127, 127] (kernels/repack.h's flags).
 template <QKind K, bool kSymmetricQ8>
@@ -219,11 +219,11 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
   const int8_t* xb_abs = kSymmetricQ8 ? a.q_abs + t0 * a.cols : nullptr;
   const int32_t* bias = a.bias + t0;
   const float* dx = a.d + t0;
-  // Block i of the pair at `pair`.
-  const auto add_block = [&](const uint8_t* pair, int i) {
-    const auto* scales = reinterpret_cast<const uint16_t*>(pair + kPairs<K>.scales_in_pair(i));
+  // Block i of the unit at `unit`.
+  const auto add_block = [&](const uint8_t* unit, int i) {
+    const auto* scales = reinterpret_cast<const uint16_t*>(unit + kUnits<K>.scales_in_unit(i));
     __m256i dot[2][1];
-    block_dots<K, 1, 2, kSymmetricQ8>(pair + kPairs<K>.quants_in_pair(i), xb, xb_abs, a.cols, bias,
+    block_dots<K, 1, 2, kSymmetricQ8>(unit + kUnits<K>.quants_in_unit(i), xb, xb_abs, a.cols, bias,
                                       dot);
     const __m256 x_scale = _mm256_set1_ps(*dx);
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[0][0]),
@@ -235,12 +235,15 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     bias += a.n_tokens;
     dx += a.n_tokens;
   };
-  const uint8_t* pair = p.base;
-  for (int64_t b = 0; b < a.n_blocks; b += 2, pair += kPairs<K>.pair_bytes()) {
-    prefetch_ahead(pair, kPairs<K>.pair_bytes());
-    add_block(pair, 0);
-    if (b + 1 < a.n_blocks) add_block(pair, 1);
+  constexpr int64_t kBlocks = kUnits<K>.blocks;
+  const uint8_t* unit = p.base;
+  int64_t b = 0;
+  for (; b + kBlocks <= a.n_blocks; b += kBlocks, unit += kUnits<K>.unit_bytes()) {
+    prefetch_ahead(unit, kUnits<K>.unit_bytes());
+    K25_UNROLL
+    for (int i = 0; i < kBlocks; ++i) add_block(unit, i);
   }
+  for (int i = 0; b < a.n_blocks; ++b, ++i) add_block(unit, i);  // a last unit short of blocks
   store_rows(y + t0 * y_stride, acc0, valid_rows);
   store_rows(y + t0 * y_stride + kHalfRows, acc1, valid_rows - kHalfRows);
 }

@@ -167,8 +167,8 @@ inline __m512i q4_block_dot(const uint8_t* w, const int8_t* xb, int32_t bias) {
 // DRAM, the hardware prefetchers alone streamed the packed groups at 12 GB/s on one thread where
 // q_row streams plain rows at 16.5 (Intel Xeon, measured); with a prefetch into L2, 17. Into L1
 // (T0) is faster still on AMD Zen 5, as fast elsewhere: see kDecodePrefetchHint. The loop walks
-// the group pair by pair with running pointers (recomputing each block's place from its index:
-// 1.1B decode 2-4% slower at 2 threads), both blocks' dots before their scales.
+// the group unit by unit with running pointers (recomputing each block's place from its index:
+// 1.1B decode 2-4% slower at 2 threads), the unit's dots before their scales.
 void q4_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float* y,
                     int64_t y_stride, int valid_rows) {
   constexpr QKind K = QKind::kQ4;
@@ -176,26 +176,34 @@ void q4_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float*
   const int8_t* xb = a.q + t0 * a.cols;
   const int32_t* bias = a.bias + t0;
   const float* dx = a.d + t0;
-  // d_w d_x of the 16 rows of block i of the pair at `pair`, with its activations' d.
-  const auto scale = [](const uint8_t* pair, int i, float d) {
+  // d_w d_x of the 16 rows of block i of the unit at `unit`, with its activations' d.
+  const auto scale = [](const uint8_t* unit, int i, float d) {
     const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(pair + kPairs<K>.scales_in_pair(i))));
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + kUnits<K>.scales_in_unit(i))));
     return _mm512_mul_ps(dw, _mm512_set1_ps(d));
   };
+  constexpr int64_t kBlocks = kUnits<K>.blocks;
   __m512 acc = _mm512_setzero_ps();
-  const uint8_t* pair = p.base;
+  const uint8_t* unit = p.base;
   int64_t b = 0;
-  for (; b + 2 <= a.n_blocks;
-       b += 2, pair += kPairs<K>.pair_bytes(), xb += 64, bias += 2 * step, dx += 2 * step) {
-    prefetch_ahead(pair, kPairs<K>.pair_bytes());
-    const __m512i dot0 = q4_block_dot(pair, xb, bias[0]);
-    const __m512i dot1 = q4_block_dot(pair + kPairs<K>.quants_in_pair(1), xb + 32, bias[step]);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot0), scale(pair, 0, dx[0]), acc);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot1), scale(pair, 1, dx[step]), acc);
+  for (; b + kBlocks <= a.n_blocks; b += kBlocks, unit += kUnits<K>.unit_bytes(),
+                                    xb += 32 * kBlocks, bias += kBlocks * step,
+                                    dx += kBlocks * step) {
+    prefetch_ahead(unit, kUnits<K>.unit_bytes());
+    __m512i dot[kBlocks];
+    K25_UNROLL
+    for (int i = 0; i < kBlocks; ++i) {
+      dot[i] = q4_block_dot(unit + kUnits<K>.quants_in_unit(i), xb + 32 * i, bias[i * step]);
+    }
+    K25_UNROLL
+    for (int i = 0; i < kBlocks; ++i) {
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), scale(unit, i, dx[i * step]), acc);
+    }
   }
-  if (b < a.n_blocks) {
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4_block_dot(pair, xb, bias[0])),
-                          scale(pair, 0, dx[0]), acc);
+  for (int i = 0; b < a.n_blocks; ++b, ++i) {  // a last unit short of blocks
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(q4_block_dot(unit + kUnits<K>.quants_in_unit(i),
+                                                          xb + 32 * i, bias[i * step])),
+                          scale(unit, i, dx[i * step]), acc);
   }
   _mm512_mask_storeu_ps(y + t0 * y_stride, static_cast<__mmask16>((1u << valid_rows) - 1), acc);
 }

@@ -42,16 +42,16 @@ using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
 
 // Any n_rows, one byte at a time (a tensor's last group).
 template <DType D>
-constexpr PackedBlockPairs kPairs{packed_quant_bytes(D)};
+constexpr PackedBlockUnits kUnits = packed_block_units(D);
 
 template <DType D>
 void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
                       int64_t n_blocks, uint8_t* group) {
   constexpr uint8_t kZero = D == DType::Q8_0 ? kPackedQ8Flip : 0x88;
-  constexpr size_t kPieces = kPairs<D>.quant_bytes / 64;
+  constexpr size_t kPieces = kUnits<D>.quant_bytes / 64;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    uint8_t* out = group + kPairs<D>.quants_at(b);
-    auto* d = reinterpret_cast<uint16_t*>(group + kPairs<D>.scales_at(b));
+    uint8_t* out = group + kUnits<D>.quants_at(b);
+    auto* d = reinterpret_cast<uint16_t*>(group + kUnits<D>.scales_at(b));
     for (int i = 0; i < kPackedGroupRows; ++i) {
       if (i >= n_rows) {
         d[i] = 0;
@@ -74,7 +74,7 @@ void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
 template <DType D>
 void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t n_blocks,
                        uint8_t* packed) {
-  constexpr size_t kQuantBytes = kPairs<D>.quant_bytes;
+  constexpr size_t kQuantBytes = kUnits<D>.quant_bytes;
   const uint8_t* group = w + r0 * w_row_bytes;
 #if defined(__AVX512F__)
   const __m512i rows =
@@ -83,14 +83,14 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   const __m512i offset = _mm512_set1_epi8(D == DType::Q8_0 ? static_cast<char>(kPackedQ8Flip) : 0);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const uint8_t* block = group + b * sizeof(Block<D>);
-    uint8_t* out = packed + kPairs<D>.quants_at(b);
+    uint8_t* out = packed + kUnits<D>.quants_at(b);
     for (size_t k = 0; k < kQuantBytes / 64; ++k) {
       const __m512i piece = _mm512_i32gather_epi32(rows, block + 2 + 4 * k, 1);
       _mm512_store_si512(out + 64 * k, _mm512_xor_si512(piece, offset));
     }
     // The scale is the low half of the word at the block start (the rest is the first quants).
     const __m512i d = _mm512_i32gather_epi32(rows, block, 1);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed + kPairs<D>.scales_at(b)),
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(packed + kUnits<D>.scales_at(b)),
                         _mm512_cvtepi32_epi16(d));
   }
 #else
@@ -101,7 +101,7 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
   const uint8_t* upper = group + 8 * w_row_bytes;
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t at = b * sizeof(Block<D>);
-    uint8_t* out = packed + kPairs<D>.quants_at(b);
+    uint8_t* out = packed + kUnits<D>.quants_at(b);
     for (size_t k = 0; k < kQuantBytes / 64; ++k) {
       const auto* lo = reinterpret_cast<const int*>(group + at + 2 + 4 * k);
       const auto* hi = reinterpret_cast<const int*>(upper + at + 2 + 4 * k);
@@ -110,7 +110,7 @@ void pack_group_gather(const uint8_t* w, size_t w_row_bytes, int64_t r0, int64_t
       _mm256_store_si256(reinterpret_cast<__m256i*>(out + 64 * k + 32),
                          _mm256_xor_si256(_mm256_i32gather_epi32(hi, rows, 1), offset));
     }
-    uint8_t* scales = packed + kPairs<D>.scales_at(b);
+    uint8_t* scales = packed + kUnits<D>.scales_at(b);
     for (int i = 0; i < kPackedGroupRows; ++i) {
       std::memcpy(scales + 2 * i, group + i * w_row_bytes + at, 2);
     }
@@ -127,9 +127,9 @@ void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
   } else {
     pack_group_bytes<D>(w, w_row_bytes, r0, n_rows, n_blocks, group);
   }
-  if (n_blocks % 2 == 1) {  // the last pair's missing block: zero quants and scales
-    std::memset(group + kPairs<D>.quants_at(n_blocks), 0, kPairs<D>.quant_bytes);
-    std::memset(group + kPairs<D>.scales_at(n_blocks), 0, 2 * kPackedGroupRows);
+  for (int64_t b = n_blocks; b % kUnits<D>.blocks != 0; ++b) {  // the last unit's missing blocks
+    std::memset(group + kUnits<D>.quants_at(b), 0, kUnits<D>.quant_bytes);
+    std::memset(group + kUnits<D>.scales_at(b), 0, 2 * kPackedGroupRows);
   }
 }
 
@@ -193,10 +193,10 @@ void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
 
 // Whether a packed Q8_0 group holds a quant of -128 (kernels/repack.h).
 bool holds_q8_minimum(const uint8_t* group, int64_t n_blocks) {
-  constexpr PackedBlockPairs kQ8Pairs{packed_quant_bytes(DType::Q8_0)};
+  constexpr PackedBlockUnits kQ8Units = packed_block_units(DType::Q8_0);
   constexpr uint8_t kMinimum = 0x80 ^ kPackedQ8Flip;
   for (int64_t b = 0; b < n_blocks; ++b) {
-    if (std::memchr(group + kQ8Pairs.quants_at(b), kMinimum, kQ8Pairs.quant_bytes) != nullptr) {
+    if (std::memchr(group + kQ8Units.quants_at(b), kMinimum, kQ8Units.quant_bytes) != nullptr) {
       return true;
     }
   }
