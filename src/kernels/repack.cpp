@@ -14,8 +14,9 @@ size_t packed_group_bytes(DType type, int64_t cols) {
   if (type == DType::Q4_K) return static_cast<size_t>(cols / 256) * kPackedQ4kSuperBytes;
   if (type == DType::Q5_K) return static_cast<size_t>(cols / 256) * kPackedQ5kSuperBytes;
   if (type == DType::Q6_K) return static_cast<size_t>(cols / 256) * kPackedQ6kSuperBytes;
-  const PackedBlockUnits units = packed_block_units(type);
-  return static_cast<size_t>((cols / 32 + units.blocks - 1) / units.blocks) * units.unit_bytes();
+  const PackedBlockUnits units{packed_quant_bytes(type)};
+  return static_cast<size_t>((cols / 32 + kPackedUnitBlocks - 1) / kPackedUnitBlocks) *
+         units.unit_bytes();
 }
 
 size_t packed_q8_minimum_flags(int64_t rows, int64_t cols) {

@@ -8,15 +8,14 @@
 // bytes at b * packed_quant_bytes: piece k (64 bytes) holds bytes [4k, 4k + 4) of the block's
 // quants for each of the 16 rows, row i in bytes [4i, 4i + 4). Q8_0 quants are stored offset by
 // +128 (unsigned) on the sets with VNNI and as they are on the avx2 set; Q4_0 keeps its nibble
-// bytes. Blocks go in units of n (PackedBlockUnits: 2 for Q8_0, 4 for Q4_0, about 1 KiB
-// either way): the quants of the unit's n blocks, then the 16 f16 row scales of each of them in
-// turn (a last unit short of blocks is padded with zeros), so a group is one sequential stream,
-// 64-byte aligned unit by unit. (With all scales after all quants, the second stream cost the
-// avx2 Q8_0 decode kernel about a fifth of its speed on one Zen 5 thread. Q4_0 in pairs of
-// blocks, 576 bytes, streamed from DRAM 15-45% slower than in fours on one Zen 5 core, whatever
-// the loop did with them: see docs/benchmarks.md, session 37.) Rows past the end of the tensor
-// are zero with scale 0. A Q8_0 matrix ends with one flag byte per group
-// (packed_q8_minimum_flags below).
+// bytes. Blocks go in units of four (PackedBlockUnits): the quants of the unit's four blocks,
+// then the 16 f16 row scales of each of them in turn (a last unit short of blocks is padded with
+// zeros), so a group is one sequential stream, 64-byte aligned unit by unit. (With all scales
+// after all quants, the second stream cost the avx2 Q8_0 decode kernel about a fifth of its
+// speed on one Zen 5 thread. Units of two blocks streamed from DRAM slower on one Zen 5 core,
+// Q4_0 by 15-45% and Q8_0 by 4-9%, and units of eight Q4_0 blocks by 12-18%, whatever the loop
+// did with them: see docs/benchmarks.md, session 37.) Rows past the end of the tensor are zero
+// with scale 0. A Q8_0 matrix ends with one flag byte per group (packed_q8_minimum_flags below).
 //
 // Q4_K groups (16 rows too) are one sequence of kPackedQ4kSuperBytes per super-block of 256,
 // so a group is a single stream: the 128 quant bytes of each row as 32 pieces of 64 bytes (piece
@@ -73,29 +72,28 @@ constexpr size_t packed_quant_bytes(DType type) {
 }
 
 // Where block b of a Q8_0 / Q4_0 group lies, in bytes from the group's start (layout above):
-// blocks go in units of `blocks`, the quants of the unit's blocks and then their scales.
+// blocks go in units of kPackedUnitBlocks, the quants of the unit's blocks and then their scales.
+constexpr int64_t kPackedUnitBlocks = 4;
 struct PackedBlockUnits {
   size_t quant_bytes;  // packed_quant_bytes(type)
-  int64_t blocks;      // per unit
   constexpr size_t unit_bytes() const {
-    return static_cast<size_t>(blocks) * (quant_bytes + 2 * kPackedGroupRows);
+    return static_cast<size_t>(kPackedUnitBlocks) * (quant_bytes + 2 * kPackedGroupRows);
   }
-  // Within a unit: the quants and the scales of its block i (0 <= i < blocks).
+  // Within a unit: the quants and the scales of its block i (0 <= i < kPackedUnitBlocks).
   constexpr size_t quants_in_unit(int64_t i) const { return static_cast<size_t>(i) * quant_bytes; }
   constexpr size_t scales_in_unit(int64_t i) const {
-    return static_cast<size_t>(blocks) * quant_bytes +
+    return static_cast<size_t>(kPackedUnitBlocks) * quant_bytes +
            static_cast<size_t>(i) * 2 * kPackedGroupRows;
   }
   constexpr size_t quants_at(int64_t b) const {
-    return static_cast<size_t>(b / blocks) * unit_bytes() + quants_in_unit(b % blocks);
+    return static_cast<size_t>(b / kPackedUnitBlocks) * unit_bytes() +
+           quants_in_unit(b % kPackedUnitBlocks);
   }
   constexpr size_t scales_at(int64_t b) const {
-    return static_cast<size_t>(b / blocks) * unit_bytes() + scales_in_unit(b % blocks);
+    return static_cast<size_t>(b / kPackedUnitBlocks) * unit_bytes() +
+           scales_in_unit(b % kPackedUnitBlocks);
   }
 };
-constexpr PackedBlockUnits packed_block_units(DType type) {
-  return {packed_quant_bytes(type), type == DType::Q8_0 ? 2 : 4};
-}
 // Groups of a matrix with `rows` rows (the last one padded).
 constexpr int64_t packed_group_count(int64_t rows) {
   return (rows + kPackedGroupRows - 1) / kPackedGroupRows;

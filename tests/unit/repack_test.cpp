@@ -81,7 +81,7 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
     const size_t group_bytes = packed_group_bytes(type, cols);
     // Blocks in units of 2 (Q8_0) or 4 (Q4_0), each unit's quants and then its scales: one
     // stream per group.
-    const int64_t unit_blocks = type == DType::Q8_0 ? 2 : 4;
+    const int64_t unit_blocks = 4;
     const size_t unit_bytes = unit_blocks * (quant_bytes + 32);
     EXPECT_EQ(group_bytes, ((cols / 32 + unit_blocks - 1) / unit_blocks) * unit_bytes);
     const size_t block_bytes = dtype_block_bytes(type);

@@ -525,7 +525,7 @@ constexpr size_t kPrefetchBytes = 4096;
 // arithmetic then costs a shift and a mask (with the block size read at run time, the avx512
 // set's Q4_0 prefill ran 8-12% slower).
 template <QKind K>
-constexpr PackedBlockUnits kUnits = packed_block_units(K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0);
+constexpr PackedBlockUnits kUnits{packed_quant_bytes(K == QKind::kQ8 ? DType::Q8_0 : DType::Q4_0)};
 
 // One group of kGroupRows repacked rows (layout in kernels/repack.h).
 struct PackedGroup {

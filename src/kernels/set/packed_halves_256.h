@@ -235,13 +235,13 @@ void halves_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, fl
     bias += a.n_tokens;
     dx += a.n_tokens;
   };
-  constexpr int64_t kBlocks = kUnits<K>.blocks;
   const uint8_t* unit = p.base;
   int64_t b = 0;
-  for (; b + kBlocks <= a.n_blocks; b += kBlocks, unit += kUnits<K>.unit_bytes()) {
+  for (; b + kPackedUnitBlocks <= a.n_blocks;
+       b += kPackedUnitBlocks, unit += kUnits<K>.unit_bytes()) {
     prefetch_ahead(unit, kUnits<K>.unit_bytes());
     K25_UNROLL
-    for (int i = 0; i < kBlocks; ++i) add_block(unit, i);
+    for (int i = 0; i < kPackedUnitBlocks; ++i) add_block(unit, i);
   }
   for (int i = 0; b < a.n_blocks; ++b, ++i) add_block(unit, i);  // a last unit short of blocks
   store_rows(y + t0 * y_stride, acc0, valid_rows);

@@ -182,21 +182,20 @@ void q4_tile_decode(const PackedGroup& p, const QuantizedActs& a, int t0, float*
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + kUnits<K>.scales_in_unit(i))));
     return _mm512_mul_ps(dw, _mm512_set1_ps(d));
   };
-  constexpr int64_t kBlocks = kUnits<K>.blocks;
   __m512 acc = _mm512_setzero_ps();
   const uint8_t* unit = p.base;
   int64_t b = 0;
-  for (; b + kBlocks <= a.n_blocks; b += kBlocks, unit += kUnits<K>.unit_bytes(),
-                                    xb += 32 * kBlocks, bias += kBlocks * step,
-                                    dx += kBlocks * step) {
+  for (; b + kPackedUnitBlocks <= a.n_blocks;
+       b += kPackedUnitBlocks, unit += kUnits<K>.unit_bytes(), xb += 32 * kPackedUnitBlocks,
+       bias += kPackedUnitBlocks * step, dx += kPackedUnitBlocks * step) {
     prefetch_ahead(unit, kUnits<K>.unit_bytes());
-    __m512i dot[kBlocks];
+    __m512i dot[kPackedUnitBlocks];
     K25_UNROLL
-    for (int i = 0; i < kBlocks; ++i) {
+    for (int i = 0; i < kPackedUnitBlocks; ++i) {
       dot[i] = q4_block_dot(unit + kUnits<K>.quants_in_unit(i), xb + 32 * i, bias[i * step]);
     }
     K25_UNROLL
-    for (int i = 0; i < kBlocks; ++i) {
+    for (int i = 0; i < kPackedUnitBlocks; ++i) {
       acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[i]), scale(unit, i, dx[i * step]), acc);
     }
   }

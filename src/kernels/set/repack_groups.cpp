@@ -42,7 +42,7 @@ using Block = std::conditional_t<D == DType::Q8_0, BlockQ8_0, BlockQ4_0>;
 
 // Any n_rows, one byte at a time (a tensor's last group).
 template <DType D>
-constexpr PackedBlockUnits kUnits = packed_block_units(D);
+constexpr PackedBlockUnits kUnits{packed_quant_bytes(D)};
 
 template <DType D>
 void pack_group_bytes(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_rows,
@@ -127,7 +127,7 @@ void pack_group_typed(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_ro
   } else {
     pack_group_bytes<D>(w, w_row_bytes, r0, n_rows, n_blocks, group);
   }
-  for (int64_t b = n_blocks; b % kUnits<D>.blocks != 0; ++b) {  // the last unit's missing blocks
+  for (int64_t b = n_blocks; b % kPackedUnitBlocks != 0; ++b) {  // the last unit's missing blocks
     std::memset(group + kUnits<D>.quants_at(b), 0, kUnits<D>.quant_bytes);
     std::memset(group + kUnits<D>.scales_at(b), 0, 2 * kPackedGroupRows);
   }
@@ -193,7 +193,7 @@ void pack_group_q6_k(const uint8_t* w, size_t w_row_bytes, int64_t r0, int n_row
 
 // Whether a packed Q8_0 group holds a quant of -128 (kernels/repack.h).
 bool holds_q8_minimum(const uint8_t* group, int64_t n_blocks) {
-  constexpr PackedBlockUnits kQ8Units = packed_block_units(DType::Q8_0);
+  constexpr PackedBlockUnits kQ8Units{packed_quant_bytes(DType::Q8_0)};
   constexpr uint8_t kMinimum = 0x80 ^ kPackedQ8Flip;
   for (int64_t b = 0; b < n_blocks; ++b) {
     if (std::memchr(group + kQ8Units.quants_at(b), kMinimum, kQ8Units.quant_bytes) != nullptr) {
