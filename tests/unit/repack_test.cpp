@@ -79,8 +79,7 @@ TEST(RepackTest, LayoutInterleavesSixteenRowsAndPadsTheLastGroup) {
     const auto* packed = static_cast<const uint8_t*>(m.view.packed);
     const size_t quant_bytes = packed_quant_bytes(type);
     const size_t group_bytes = packed_group_bytes(type, cols);
-    // Blocks in units of 2 (Q8_0) or 4 (Q4_0), each unit's quants and then its scales: one
-    // stream per group.
+    // Blocks in units of four, each unit's quants and then its scales: one stream per group.
     const int64_t unit_blocks = 4;
     const size_t unit_bytes = unit_blocks * (quant_bytes + 32);
     EXPECT_EQ(group_bytes, ((cols / 32 + unit_blocks - 1) / unit_blocks) * unit_bytes);
