@@ -33,7 +33,7 @@ using bench::pool_of;
 struct WeightSet {
   std::vector<std::vector<uint8_t>> copies;
   std::vector<TensorView> views;
-  std::vector<PackedMatrix> packed;  // owns views[i].packed
+  PackedWeights packed;  // owns views[i].packed
 };
 
 WeightSet make_weights(DType type, int64_t rows, int64_t cols, size_t min_total_bytes) {

@@ -148,8 +148,8 @@ bool repack_supported(DType type) {
   return kernels().repack_supported(type);
 }
 
-std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
-                                          const RepackedRangeFn& on_repacked) {
+PackedWeights repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
+                              const RepackedRangeFn& on_repacked) {
   return kernels().repack_matrices(weights, n_threads, on_repacked);
 }
 

@@ -37,9 +37,8 @@ using QuantizeRowFn = void(DType type, const float* src, void* dst, int64_t n);
 using QuantizeActsFn = void(ActFormat format, const float* x, void* out, int64_t n);
 using BlockTypeKernelsFn = const BlockTypeKernels*(DType type);
 using RepackSupportedFn = bool(DType type);
-using RepackMatricesFn = std::vector<PackedMatrix>(const std::vector<TensorView*>& weights,
-                                                   int n_threads,
-                                                   const RepackedRangeFn& on_repacked);
+using RepackMatricesFn = PackedWeights(const std::vector<TensorView*>& weights, int n_threads,
+                                       const RepackedRangeFn& on_repacked);
 
 struct KernelTable {
   const char* isa;  // "scalar", "avx2", "avxvnni" or "avx512"

@@ -28,11 +28,11 @@ size_t packed_matrix_bytes(DType type, int64_t rows, int64_t cols) {
   return n_groups * packed_group_bytes(type, cols) + (type == DType::Q8_0 ? n_groups : 0);
 }
 
-void PackedMatrix::Free::operator()(void* p) const {
+void PackedWeights::Free::operator()(void* p) const {
   std::free(p);
 }
 
-PackedMatrix PackedMatrix::allocate(size_t bytes) {
+PackedWeights PackedWeights::allocate(size_t bytes) {
   // Large copies on transparent huge pages: a 4 KB page fault per 4 KB written would cost a
   // good part of the repack time.
   constexpr size_t kHuge = size_t{2} << 20;
@@ -41,7 +41,7 @@ PackedMatrix PackedMatrix::allocate(size_t bytes) {
   void* p = std::aligned_alloc(align, size);
   if (p == nullptr) fail("repack: cannot allocate ", size, " bytes for packed weights");
   if (align == kHuge) madvise(p, size, MADV_HUGEPAGE);
-  PackedMatrix m;
+  PackedWeights m;
   m.data_.reset(p);
   m.bytes_ = bytes;
   return m;

@@ -113,16 +113,16 @@ size_t packed_q8_minimum_flags(int64_t rows, int64_t cols);
 // Bytes of a repacked matrix: its groups, and the flags above for Q8_0.
 size_t packed_matrix_bytes(DType type, int64_t rows, int64_t cols);
 
-// An owned, 64-byte aligned repacked copy of one weight matrix.
-class PackedMatrix {
+// An owned, 64-byte aligned buffer of repacked weight matrices, one after another.
+class PackedWeights {
  public:
-  PackedMatrix() = default;
+  PackedWeights() = default;
   const void* data() const { return data_.get(); }
   uint8_t* mutable_data() { return static_cast<uint8_t*>(data_.get()); }
   size_t bytes() const { return bytes_; }
 
   // Uninitialised; large buffers on transparent huge pages.
-  static PackedMatrix allocate(size_t bytes);
+  static PackedWeights allocate(size_t bytes);
 
  private:
   struct Free {
@@ -147,10 +147,13 @@ using RepackedRangeFn = std::function<void(size_t tensor, const void* begin, siz
 // A kernel set's own files call its entries instead (kernels/set/set_entries.h).
 #if !defined(K25_BUILDING_KERNEL_SET)
 // Repacks every tensor of `weights` (all must satisfy repack_supported) on n_threads threads
-// and points each view's `packed` at its copy, which the returned buffers own. The views' own
-// bytes are only read.
-std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
-                                          const RepackedRangeFn& on_repacked = {});
+// and points each view's `packed` at its copy, all of them in the one returned buffer, so a
+// model's small matrices are on transparent huge pages too: with the q, k, v and o matrices on
+// 4 KiB pages the 1.1B Q4_0 decode was 2% slower (avx2, 2 threads, AMD Zen 5; see
+// docs/benchmarks.md, session 38), and a huge page of its own for each would have added 157 MB
+// to its 736 MB. The views' own bytes are only read.
+PackedWeights repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
+                              const RepackedRangeFn& on_repacked = {});
 #endif
 
 }  // namespace k25

@@ -30,10 +30,8 @@ void repack_matmul_weights(LoadedModel& m, bool release_mapped_source) {
   const auto release = [&](size_t tensor, const void* begin, size_t bytes) {
     if (views[tensor]->data != embedding) release_mapped_pages(begin, bytes);
   };
-  for (PackedMatrix& p : repack_matrices(
-           views, n_threads, release_mapped_source ? RepackedRangeFn(release) : nullptr)) {
-    m.packed.push_back(std::move(p));
-  }
+  m.packed =
+      repack_matrices(views, n_threads, release_mapped_source ? RepackedRangeFn(release) : nullptr);
 }
 
 const TensorView& expect_matrix(const TensorView* t, const std::string& name, int64_t cols,

@@ -41,7 +41,7 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<void> keep_alive;
   std::vector<std::vector<uint8_t>> owned;
-  std::vector<PackedMatrix> packed;
+  PackedWeights packed;
 };
 
 LoadedModel load_gguf_model(const std::string& path);

@@ -193,7 +193,7 @@ TEST(KernelTable, EveryRunnableSetComputesTheSameProducts) {
     for (float v : want) mag = std::max(mag, std::fabs(v));
     for (const std::string& isa : runnable_kernel_isas()) {
       const KernelTable& set = *find_kernel_table(isa);
-      std::vector<PackedMatrix> packed;
+      PackedWeights packed;
       TensorView view = w.view;
       if (set.repack_supported(type)) {
         std::vector<TensorView*> views{&view};

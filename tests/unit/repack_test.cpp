@@ -25,7 +25,7 @@ namespace k25 {
 namespace {
 
 struct Matrix : testing::Weights {
-  std::vector<PackedMatrix> packed;  // owns view.packed
+  PackedWeights packed;  // owns view.packed
 };
 
 // A random quantised matrix, repacked (view.packed set).
@@ -151,6 +151,40 @@ TEST(RepackTest, MatmulOnPackedWeightsLargeShapes) {
     const Matrix m = make_matrix(type, 300, 4096, rng);
     for (int n_tokens : {1, 3, 8, 19}) {
       testing::check_matmul(m, random_acts(n_tokens * 4096, rng), n_tokens, two);
+    }
+  }
+}
+
+// One call repacks several matrices into one buffer: each copy starts 64-byte aligned, inside
+// the buffer and after the previous one ends, and each gives its own exact products (a Q8_0
+// matrix of 17 rows ends in 2 flag bytes, so the next one must be realigned).
+TEST(RepackTest, SeveralMatricesShareOneBufferInOrder) {
+  if (active_set_refuses_repack()) return;
+  std::mt19937 rng(14);
+  ThreadPool two(2);
+  std::vector<testing::Weights> ws;
+  ws.push_back(testing::make_weights(DType::Q8_0, 17, 96, rng));
+  ws.push_back(testing::make_weights(DType::Q4_0, 45, 352, rng));
+  ws.push_back(testing::make_weights(DType::Q8_0, 1, 32, rng));
+  ws.push_back(testing::make_weights(DType::Q4_0, 16, 64, rng));
+  std::vector<TensorView*> views;
+  for (testing::Weights& w : ws) {
+    w.view.data = w.bytes.data();
+    views.push_back(&w.view);
+  }
+  const PackedWeights packed = repack_matrices(views, 2);
+  const auto* begin = static_cast<const uint8_t*>(packed.data());
+  const uint8_t* previous_end = begin;
+  for (const testing::Weights& w : ws) {
+    const auto* p = static_cast<const uint8_t*>(w.view.packed);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    EXPECT_GE(p, previous_end);
+    previous_end = p + packed_matrix_bytes(w.view.type, w.view.n_rows(), w.view.row_length());
+    EXPECT_LE(previous_end, begin + packed.bytes());
+  }
+  for (const testing::Weights& w : ws) {
+    for (int n_tokens : {1, 3, 17}) {
+      testing::check_matmul(w, random_acts(n_tokens * w.view.row_length(), rng), n_tokens, two);
     }
   }
 }
@@ -405,7 +439,8 @@ TEST(RepackTest, Q8QuantsOfMinus128GiveExactProducts) {
   m.packed = repack_matrices({&m.view}, 2);
   const auto* flags =
       static_cast<const uint8_t*>(m.view.packed) + packed_q8_minimum_flags(rows, cols);
-  EXPECT_EQ(m.packed[0].bytes(), packed_q8_minimum_flags(rows, cols) + 3);
+  EXPECT_EQ(packed_matrix_bytes(DType::Q8_0, rows, cols), packed_q8_minimum_flags(rows, cols) + 3);
+  EXPECT_GE(m.packed.bytes(), packed_matrix_bytes(DType::Q8_0, rows, cols));
   EXPECT_EQ(flags[0], 1);
   EXPECT_EQ(flags[1], 0);
   EXPECT_EQ(flags[2], 0);

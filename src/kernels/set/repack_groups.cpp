@@ -215,10 +215,13 @@ void pack_group(DType type, const uint8_t* w, size_t w_row_bytes, int64_t r0, in
 }
 #endif  // K25_MATMUL_PACKED
 
-std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
-                                          const RepackedRangeFn& on_repacked) {
-  std::vector<PackedMatrix> out;
-  out.reserve(weights.size());
+PackedWeights repack_matrices(const std::vector<TensorView*>& weights, int n_threads,
+                              const RepackedRangeFn& on_repacked) {
+  // Each matrix starts 64-byte aligned within the buffer, as every group does within a matrix.
+  constexpr size_t kMatrixAlign = 64;
+  std::vector<size_t> offsets;
+  offsets.reserve(weights.size());
+  size_t total = 0;
   // Work items of up to kChunkGroups groups, over all tensors, so threads balance across tensors
   // of different sizes.
   struct Item {
@@ -239,12 +242,14 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       fail("repack: tensor '", w.name, "' has ", w.bytes, " bytes of data, needs ", need);
     }
     const int64_t n_groups = packed_group_count(rows);
-    out.push_back(PackedMatrix::allocate(
-        std::max<size_t>(1, packed_matrix_bytes(w.type, rows, w.row_length()))));
+    offsets.push_back(total);
+    total += packed_matrix_bytes(w.type, rows, w.row_length());
+    total = (total + kMatrixAlign - 1) / kMatrixAlign * kMatrixAlign;
     for (int64_t g = 0; g < n_groups; g += kChunkGroups) {
       items.push_back({i, g, std::min(n_groups, g + kChunkGroups)});
     }
   }
+  PackedWeights out = PackedWeights::allocate(std::max<size_t>(1, total));
 #if defined(K25_MATMUL_PACKED)
   std::atomic<size_t> next{0};
   const auto work = [&] {
@@ -255,7 +260,7 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
       const int64_t rows = w.n_rows();
       const size_t w_row_bytes = row_bytes(w.type, cols);
       const size_t group_bytes = packed_group_bytes(w.type, cols);
-      uint8_t* base = out[it.tensor].mutable_data();
+      uint8_t* base = out.mutable_data() + offsets[it.tensor];
       uint8_t* q8_minimum_flags =
           w.type == DType::Q8_0 ? base + packed_q8_minimum_flags(rows, cols) : nullptr;
       for (int64_t g = it.g0; g < it.g1; ++g) {
@@ -292,7 +297,7 @@ std::vector<PackedMatrix> repack_matrices(const std::vector<TensorView*>& weight
   (void)n_threads;
   (void)on_repacked;
 #endif
-  for (size_t i = 0; i < weights.size(); ++i) weights[i]->packed = out[i].data();
+  for (size_t i = 0; i < weights.size(); ++i) weights[i]->packed = out.mutable_data() + offsets[i];
   return out;
 }
 
