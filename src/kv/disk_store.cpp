@@ -211,7 +211,7 @@ L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std:
   op->is_write = true;
   op->key = key;
   op->buffer_bytes = n_slots * options_.page_size;
-  op->buffer = StagingBuffer(op->buffer_bytes);
+  op->buffer = staging_.take(op->buffer_bytes);
   if (op->buffer.empty()) {
     table_.slots().release(*extent);
     ++stats_.io_errors;
@@ -277,7 +277,7 @@ bool DiskStore::queue(Op& op) {
     // A read gets its buffer now, within the staging bound (one read always may go).
     if (read_staging_ > 0 && read_staging_ + op.buffer_bytes > options_.read_staging_bytes)
       return false;
-    op.buffer = StagingBuffer(op.buffer_bytes);
+    op.buffer = staging_.take(op.buffer_bytes);
     if (op.buffer.empty()) {
       finish(op, L3Status::kIoError, ENOMEM);  // destroys op; it has left the backlog
       return true;
@@ -538,7 +538,8 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
                   stats_.io_errors, " so far)"));
   }
   done_.emplace(ticket, L3Completion{ticket, op.is_write, op.key, status, error});
-  ops_.erase(ticket);  // destroys op
+  staging_.give(std::move(op.buffer));  // the kernel is done with it
+  ops_.erase(ticket);                   // destroys op
 }
 
 void DiskStore::release_extent(L3Extent extent) {
@@ -618,6 +619,7 @@ DiskStoreStats DiskStore::stats() const {
   s.slots_total = table_.slots().slots_total();
   s.slots_used = s.slots_total - table_.slots().slots_free();
   s.pages_stored = table_.size();
+  s.staging_reused = staging_.reused();
   return s;
 }
 

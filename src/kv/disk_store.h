@@ -49,6 +49,7 @@
 #include "kv/l3_journal.h"
 #include "kv/l3_page_table.h"
 #include "kv/staging_buffer.h"
+#include "kv/staging_pool.h"
 
 namespace k25 {
 
@@ -66,7 +67,11 @@ struct DiskStoreOptions {
   unsigned queue_depth = 64;                    // requests in the kernel at once
   // Bytes of read buffers in the kernel at once (at least one read): reads beyond it wait their
   // turn holding no memory, so a restore of many pages does not double their size in RAM.
-  size_t read_staging_bytes = size_t{16} << 20;
+  size_t read_staging_bytes = size_t{8} << 20;
+  // Bytes of finished transfers' buffers kept for the next ones (kv/staging_pool.h): with
+  // read_staging_bytes at most this, a restore's reads allocate nothing once the store has
+  // served one. Memory the process keeps while idle.
+  size_t staging_keep_bytes = size_t{8} << 20;
   bool direct_io = true;  // O_DIRECT (buffered when the FS refuses it)
   // Reserve capacity_bytes on disk at start (fallocate): writes then never extend the file,
   // which ext4 serialises for O_DIRECT (4 KiB writes: 6 MiB/s without, see docs/kv-cache.md),
@@ -110,6 +115,7 @@ struct DiskStoreStats {
   uint64_t pages_stored = 0;  // keys in the page table
   uint64_t pages_written = 0, bytes_written = 0;
   uint64_t pages_read = 0, bytes_read = 0;  // successful, checksum verified
+  uint64_t staging_reused = 0;              // transfers staged in a kept buffer (no new memory)
   uint64_t not_found = 0;
   uint64_t checksum_failures = 0;
   uint64_t io_errors = 0;
@@ -211,6 +217,7 @@ class DiskStore {
   std::unique_ptr<IoUringFile> file_;
   L3PageTable table_;
   L3Ticket next_ticket_ = 1;
+  StagingPool staging_{options_.staging_keep_bytes};
   std::unordered_map<L3Ticket, std::unique_ptr<Op>> ops_;  // issued, not yet completed
   // Issued, waiting for ring space (or, for reads, staging room); reads go in first.
   std::deque<L3Ticket> read_backlog_, write_backlog_;

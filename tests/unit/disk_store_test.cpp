@@ -186,6 +186,30 @@ TEST_F(DiskStoreTest, ReadsBeyondTheStagingBoundWaitTheirTurnAndAllArrive) {
   }
 }
 
+// Finished transfers hand their staging buffers to the next ones of the same size (up to
+// staging_keep_bytes), and what is read through a reused buffer is still exactly what was written.
+TEST_F(DiskStoreTest, TransfersReuseStagingBuffersWithinTheBudget) {
+  const size_t length = 40 * 4096 - 100;  // a mapped buffer (StagingBuffer::kMapThreshold)
+  for (const size_t keep : {size_t{0}, size_t{2} << 20}) {
+    SCOPED_TRACE(keep);
+    TempDir dir;
+    DiskStoreOptions o = options_for(dir.path);
+    o.staging_keep_bytes = keep;
+    DiskStore store(o);
+    constexpr int kPages = 6;
+    for (int i = 0; i < kPages; ++i) {
+      ASSERT_EQ(write_and_wait(store, i, page_bytes(i, length)).status, L3Status::kOk);
+    }
+    for (int i = 0; i < kPages; ++i) {
+      std::vector<std::byte> back(length);
+      ASSERT_EQ(read_and_wait(store, i, back).status, L3Status::kOk);
+      EXPECT_EQ(back, page_bytes(i, length)) << "page " << i;
+    }
+    // One buffer serves every transfer after the first, one at a time as they are here.
+    EXPECT_EQ(store.stats().staging_reused, keep == 0 ? 0u : uint64_t{2 * kPages - 1});
+  }
+}
+
 TEST_F(DiskStoreTest, AReadOvertakesABacklogOfWrites) {
   DiskStore store(options_for(dir_.path));  // queue depth 16
   const std::vector<std::byte> stored = page_bytes(1000, 4096);
