@@ -102,8 +102,10 @@ start_peer() {  # log
 }
 
 stop() { kill "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; }
-trap 'kill $pid 2> /dev/null || true' EXIT
 l3="$out/sessions-l3"
+# The L3 data file reserves its whole capacity on disk (l3_cache_size_gb, 4 GiB): removed at the
+# end however the script ends, so repeated runs do not fill the disk.
+trap 'kill $pid 2> /dev/null || true; rm -rf "$l3"' EXIT
 
 if wants full; then
   echo "-- k25, L2 holds everything ($((workload_mb * 2)) MiB)"
@@ -154,6 +156,7 @@ if [[ $have_peer == 1 ]] && wants restart; then
   stop
 fi
 trap - EXIT
+rm -rf "$l3"
 
 python3 - "$out" <<'PY'
 import json, os, sys
