@@ -103,6 +103,7 @@ start_peer() {  # log
 
 stop() { kill "$pid" 2> /dev/null || true; wait "$pid" 2> /dev/null || true; }
 l3="$out/sessions-l3"
+pid=
 # The L3 data file reserves its whole capacity on disk (l3_cache_size_gb, 4 GiB): removed at the
 # end however the script ends, so repeated runs do not fill the disk.
 trap 'kill $pid 2> /dev/null || true; rm -rf "$l3"' EXIT
