@@ -186,7 +186,7 @@ class Engine {
   // Releases the sequence's KV without caching any of it (when caching it failed).
   void discard_kv(Sequence& seq);
   // Moves cached pages idle for options_.l3_idle_seconds to L3 and releases the memory of free
-  // pages, every idle_spill_interval(): l3_idle_seconds, at most a second.
+  // pages, every idle_spill_interval(): a quarter of l3_idle_seconds, at most a second.
   void spill_idle_pages(Clock::time_point now);
   Clock::duration l3_idle() const;  // options_.l3_idle_seconds
   Clock::duration idle_spill_interval() const;

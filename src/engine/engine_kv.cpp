@@ -216,9 +216,11 @@ Engine::Clock::duration Engine::l3_idle() const {
       std::chrono::duration<double>(options_.l3_idle_seconds));
 }
 
-// Pages stay in L2 at most l3_idle() plus this long after their last use.
+// Pages stay in L2 at most l3_idle() plus this long after their last use. A quarter of the idle
+// time: checking once per idle time let pages linger up to twice it, and at a few requests a
+// second those lingering pages were a third of the server's peak RSS.
 Engine::Clock::duration Engine::idle_spill_interval() const {
-  return std::min<Clock::duration>(l3_idle(), std::chrono::seconds(1));
+  return std::min<Clock::duration>(l3_idle() / 4, std::chrono::seconds(1));
 }
 
 void Engine::spill_idle_pages(const Clock::time_point now) {
