@@ -21,6 +21,7 @@
 #include "engine/step_budget_calibrator.h"
 #include "engine/step_fault.h"
 #include "flash/adaptive_pruning.h"
+#include "kv/free_page_reserve.h"
 #include "kv/l1_window_cache.h"
 #include "kv/l3_prefix_tier.h"
 #include "kv/paged_kv_cache.h"
@@ -274,6 +275,7 @@ class Engine {
   std::vector<float> logits_;
   std::vector<float> hidden_;  // final hidden states of embedding requests' tokens
   Clock::time_point next_idle_spill_{};
+  FreePageReserve free_page_reserve_;
   StepFaultInjector fault_;
   uint64_t n_steps_ = 0;   // steps that ran a forward call
   bool drafting_ = false;  // this step drafts (plan_drafts)

@@ -231,12 +231,14 @@ void Engine::spill_idle_pages(const Clock::time_point now) {
   // back to the OS, so a server whose sessions went quiet shrinks. In small batches: each
   // spilled page has a staging copy until its write completes, so releasing only after
   // hundreds of spills would hold both copies of all of them for a moment.
+  // The pages the next interval is likely to allocate stay resident (kv/free_page_reserve.h).
   constexpr size_t kBatch = 16;
+  const size_t keep = free_page_reserve_.update(kv_->pool().allocations());
   size_t spilled = 0;
   do {
     spilled = prefix_->evict_idle_since(cutoff, kBatch);
     stats_.l3_idle_spills += spilled;
-    stats_.kv_bytes_released += kv_->pool().release_free_memory();
+    stats_.kv_bytes_released += kv_->pool().release_free_memory(keep);
   } while (spilled == kBatch);
 }
 

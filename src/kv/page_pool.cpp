@@ -70,6 +70,7 @@ std::optional<PageId> PagePool::allocate() {
   }
   refs_[page] = 1;
   ++pages_used_;
+  ++allocations_;
   return page;
 }
 
@@ -83,10 +84,11 @@ bool PagePool::free(PageId page) {
   return true;
 }
 
-size_t PagePool::release_free_memory() {
+size_t PagePool::release_free_memory(size_t keep) {
   const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   size_t released = 0;
-  for (; released_free_ < free_list_.size(); ++released_free_) {
+  const size_t stop = free_list_.size() - std::min(keep, free_list_.size());
+  for (; released_free_ < stop; ++released_free_) {
     const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(free_list_[released_free_]));
     const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
     const uintptr_t last = (begin + page_bytes_) / os_page * os_page;

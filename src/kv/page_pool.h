@@ -56,8 +56,8 @@ class PagePool {
   PagePool(const PagePool&) = delete;
   PagePool& operator=(const PagePool&) = delete;
 
-  // A free page, or nullopt when every page of the budget is in use. Reuses released pages
-  // first, most recently released first.
+  // A free page, or nullopt when every page of the budget is in use. Reuses freed pages
+  // first, most recently freed first (so pages whose memory was not released go first).
   std::optional<PageId> allocate();
   // Drops one reference; the page returns to the pool when none is left (returns true then).
   // Throws k25::Error on an id that is not currently allocated.
@@ -93,9 +93,12 @@ class PagePool {
   size_t bytes_allocated() const { return bytes_allocated_; }  // slab memory taken so far
   // Gives the memory of free pages back to the OS (madvise MADV_DONTNEED on each free page's
   // whole 4 KiB pages), so an engine whose cached KV moved to disk shrinks; a released page
-  // reads as zeros and costs page faults when it is used again. Pages released before are
-  // skipped. Returns the bytes released by this call.
-  size_t release_free_memory();
+  // reads as zeros and costs page faults when it is used again. The `keep` most recently freed
+  // pages stay resident (allocate() hands them out first); pages released before are skipped.
+  // Returns the bytes released by this call.
+  size_t release_free_memory(size_t keep = 0);
+  // Pages handed out by allocate() since the pool was made.
+  uint64_t allocations() const { return allocations_; }
 
  private:
   struct AlignedDelete {
@@ -124,6 +127,7 @@ class PagePool {
   size_t released_free_ = 0;    // free_list_[0, released_free_) have had their memory released
   std::vector<uint32_t> refs_;  // references per page handed out so far (0: not allocated)
   size_t pages_used_ = 0;
+  uint64_t allocations_ = 0;
 };
 
 }  // namespace k25

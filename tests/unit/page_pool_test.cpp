@@ -136,6 +136,29 @@ TEST(PagePool, ReleasedFreePagesLeaveMemoryAndComeBackUsable) {
   EXPECT_EQ(resident_os_pages(pool, again), whole);
 }
 
+TEST(PagePool, ReleaseKeepsTheMostRecentlyFreedPagesResidentAndHandsThemOutFirst) {
+  const PageGeometry geometry{64, 2, 256};  // 256 KiB pages
+  PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
+  PageId pages[3];
+  for (PageId& page : pages) {
+    page = *pool.allocate();
+    std::fill_n(pool.keys(page, 0), pool.page_bytes() / sizeof(float), 1.0f);
+  }
+  EXPECT_EQ(pool.allocations(), 3u);
+  const size_t whole = resident_os_pages(pool, pages[0]);
+  for (PageId page : pages) pool.free(page);
+  // The two most recently freed stay; the first gives its memory back.
+  EXPECT_EQ(pool.release_free_memory(2), whole * ::sysconf(_SC_PAGESIZE));
+  EXPECT_EQ(resident_os_pages(pool, pages[0]), 0u);
+  EXPECT_EQ(resident_os_pages(pool, pages[1]), whole);
+  EXPECT_EQ(resident_os_pages(pool, pages[2]), whole);
+  EXPECT_EQ(pool.release_free_memory(5), 0u);  // more than are free: nothing more to release
+  EXPECT_EQ(*pool.allocate(), pages[2]);
+  EXPECT_EQ(*pool.allocate(), pages[1]);
+  EXPECT_EQ(pool.release_free_memory(0), 0u);  // the one left free was released already
+  EXPECT_EQ(pool.allocations(), 5u);
+}
+
 TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
   PagePool pool({4, 1, 16}, 10 * 512);
   const PageId page = *pool.allocate();
