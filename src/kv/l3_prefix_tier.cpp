@@ -85,6 +85,7 @@ L3RestoreId L3PrefixTier::begin_restore(std::vector<CachedPage> chain) {
     read.expected = header(r.chain[i]);
     read.found.resize(read.expected.size());
     std::vector<std::span<std::byte>> pieces = {read.found};
+    pool_.populate(r.chain[i].page);  // written whole when the read completes
     for (const auto& span : l2_page_spans(pool_, r.chain[i].page)) pieces.push_back(span);
     read.ticket = store_->submit_read(r.chain[i].key, std::move(pieces));
     read_owner_[read.ticket] = {id, i};

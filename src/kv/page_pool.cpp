@@ -84,6 +84,19 @@ bool PagePool::free(PageId page) {
   return true;
 }
 
+void PagePool::populate(PageId page) const {
+  if (page >= next_fresh_ || refs_[page] == 0) {
+    fail("KV page pool: populating page ", page, ", which is not allocated");
+  }
+  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(page));
+  const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
+  const uintptr_t last = (begin + page_bytes_) / os_page * os_page;
+  // A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses it: the writes then fault
+  // the memory in one OS page at a time, as they would have.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+}
+
 size_t PagePool::release_free_memory(size_t keep) {
   const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   size_t released = 0;

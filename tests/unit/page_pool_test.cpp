@@ -159,6 +159,27 @@ TEST(PagePool, ReleaseKeepsTheMostRecentlyFreedPagesResidentAndHandsThemOutFirst
   EXPECT_EQ(pool.allocations(), 5u);
 }
 
+TEST(PagePool, PopulateMapsAFreshOrReleasedPageWithoutWritingIt) {
+  const PageGeometry geometry{64, 2, 256};  // 256 KiB pages
+  PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
+  const PageId page = *pool.allocate();
+  EXPECT_EQ(resident_os_pages(pool, page), 0u);  // a fresh page: nothing mapped yet
+  pool.populate(page);
+  const size_t whole = resident_os_pages(pool, page);
+  EXPECT_GE(whole, 63u);
+  EXPECT_EQ(pool.keys(page, 1)[9], 0.0f);  // mapped, not written: still the kernel's zeros
+  pool.free(page);
+  pool.release_free_memory();
+  const PageId again = *pool.allocate();
+  ASSERT_EQ(again, page);
+  EXPECT_EQ(resident_os_pages(pool, again), 0u);
+  pool.populate(again);
+  EXPECT_EQ(resident_os_pages(pool, again), whole);
+  pool.free(again);
+  EXPECT_THROW(pool.populate(again), Error);  // not allocated
+  EXPECT_THROW(pool.populate(1000), Error);   // beyond the pool
+}
+
 TEST(PagePool, RejectsFreeingAPageThatIsNotAllocated) {
   PagePool pool({4, 1, 16}, 10 * 512);
   const PageId page = *pool.allocate();
