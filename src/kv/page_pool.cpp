@@ -75,9 +75,7 @@ std::optional<PageId> PagePool::allocate() {
 }
 
 bool PagePool::free(PageId page) {
-  if (page >= next_fresh_ || refs_[page] == 0) {
-    fail("KV page pool: freeing page ", page, ", which is not allocated");
-  }
+  require_allocated(page, "freeing");
   if (--refs_[page] > 0) return false;
   --pages_used_;
   free_list_.push_back(page);
@@ -85,39 +83,40 @@ bool PagePool::free(PageId page) {
 }
 
 void PagePool::populate(PageId page) const {
-  if (page >= next_fresh_ || refs_[page] == 0) {
-    fail("KV page pool: populating page ", page, ", which is not allocated");
-  }
-  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(page));
-  const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
-  const uintptr_t last = (begin + page_bytes_) / os_page * os_page;
+  require_allocated(page, "populating");
   // A kernel without MADV_POPULATE_WRITE (before Linux 5.14) refuses it: the writes then fault
   // the memory in one OS page at a time, as they would have.
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_POPULATE_WRITE);
+  advise_whole_os_pages(page, MADV_POPULATE_WRITE);
 }
 
 size_t PagePool::release_free_memory(size_t keep) {
-  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   size_t released = 0;
   const size_t stop = free_list_.size() - std::min(keep, free_list_.size());
   for (; released_free_ < stop; ++released_free_) {
-    const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(free_list_[released_free_]));
-    const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
-    const uintptr_t last = (begin + page_bytes_) / os_page * os_page;
     // A failure (not expected on private anonymous memory) only means the memory stays.
-    if (last > first &&
-        ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) == 0) {
-      released += last - first;
-    }
+    released += advise_whole_os_pages(free_list_[released_free_], MADV_DONTNEED);
   }
   return released;
 }
 
-void PagePool::retain(PageId page) {
+size_t PagePool::advise_whole_os_pages(PageId page, int advice) const {
+  const uintptr_t os_page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(page_base(page));
+  const uintptr_t first = (begin + os_page - 1) / os_page * os_page;
+  const uintptr_t last = (begin + page_bytes_) / os_page * os_page;
+  if (last <= first || ::madvise(reinterpret_cast<void*>(first), last - first, advice) != 0)
+    return 0;
+  return last - first;
+}
+
+void PagePool::require_allocated(PageId page, const char* action) const {
   if (page >= next_fresh_ || refs_[page] == 0) {
-    fail("KV page pool: retaining page ", page, ", which is not allocated");
+    fail("KV page pool: ", action, " page ", page, ", which is not allocated");
   }
+}
+
+void PagePool::retain(PageId page) {
+  require_allocated(page, "retaining");
   ++refs_[page];
 }
 

@@ -109,6 +109,11 @@ class PagePool {
   struct AlignedDelete {
     void operator()(std::byte* p) const;
   };
+  // madvise(advice) on the OS pages lying wholly inside `page` (its neighbours share the others);
+  // the bytes advised, 0 when the kernel refused.
+  size_t advise_whole_os_pages(PageId page, int advice) const;
+  // Throws k25::Error naming `action` ("freeing", ...) unless `page` is handed out.
+  void require_allocated(PageId page, const char* action) const;
   std::byte* page_base(PageId page) const {
     return slabs_[page >> slab_shift_].get() + (page & slab_mask_) * page_bytes_;
   }
