@@ -97,10 +97,11 @@ class PagePool {
   // pages stay resident (allocate() hands them out first); pages released before are skipped.
   // Returns the bytes released by this call.
   size_t release_free_memory(size_t keep = 0);
-  // Maps the memory of an allocated page that is about to be written whole (an L3 restore's
-  // destination) in one call, where the writes would fault it in one OS page at a time: a fresh
-  // or released 192 KiB page took 672-684 us to write in a shadow-paged VM, 360-371 us after this
-  // (docs/benchmarks.md, sessions 39-40). Cheap on a page whose memory is mapped already.
+  // Maps the memory of an allocated page that is about to be written whole (the destination of a
+  // restore from L3 or the shared Redis tier) in one call, where the writes would fault it in one
+  // OS page at a time: a fresh or released 192 KiB page took 672-684 us to write in a
+  // shadow-paged VM, 360-371 us after this (docs/benchmarks.md, sessions 39-40). Cheap on a page
+  // whose memory is mapped already.
   void populate(PageId page) const;
   // Pages handed out by allocate() since the pool was made.
   uint64_t allocations() const { return allocations_; }

@@ -75,6 +75,7 @@ L3RestoreId RedisPrefixTier::begin_restore(std::vector<CachedPage> chain) {
     const bool same_prefix = std::memcmp(value.data(), expected.data(), head_bytes) == 0;
     if (same_prefix) {
       size_t at = head_bytes;
+      pool_.populate(page.page);  // one call maps the OS pages the copies would fault in one by one
       for (const auto& span : l2_page_spans(pool_, page.page)) {
         std::memcpy(span.data(), value.data() + at, span.size());
         at += span.size();
