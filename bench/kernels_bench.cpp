@@ -266,9 +266,10 @@ BENCHMARK(BM_SiluMul)->Arg(5632);
 
 constexpr int kAttendHeadDim = 64;
 
-// n_queries queries of one KV head (head size 64) over n_pos cached positions in `spans`, rows
-// kv_stride elements apart: the attention call timed, with its arithmetic as FLOP/s (2
-// multiply-adds per position and dimension: scores and weighted values).
+// n_queries queries of one KV head (head size 64) over n_pos cached positions in `spans` (value
+// rows kv_stride elements apart, keys in the caches' tiles of 16): the attention call timed, with
+// its arithmetic as FLOP/s (2 multiply-adds per position and dimension: scores and weighted
+// values).
 void run_attention(benchmark::State& state, const std::vector<KvSpan>& spans, int kv_stride,
                    int n_pos, int n_queries, KvDtype dtype = KvDtype::kF32) {
   std::vector<float> q(static_cast<size_t>(n_queries) * kAttendHeadDim, 0.1f), out(q.size());
@@ -296,7 +297,7 @@ void BM_AttendQueries(benchmark::State& state) {
   const int n_pos = static_cast<int>(state.range(0));
   constexpr int kKvStride = 256;
   std::vector<float> kv(static_cast<size_t>(n_pos) * kKvStride, 0.01f);
-  run_attention(state, {{kv.data(), kv.data() + kAttendHeadDim, n_pos}}, kKvStride, n_pos,
+  run_attention(state, {{kv.data(), kv.data() + kAttendHeadDim, n_pos, kKeyTile}}, kKvStride, n_pos,
                 static_cast<int>(state.range(1)));
 }
 BENCHMARK(BM_AttendQueries)
@@ -325,14 +326,17 @@ void BM_AttendPaged(benchmark::State& state) {
   std::vector<KvSpan> spans;
   for (int s = 0; s < n_pages; ++s) {
     const std::byte* keys = pool.data() + 2 * s * block_bytes;
-    spans.push_back({keys, keys + block_bytes, std::min(kPageTokens, n_pos - s * kPageTokens)});
+    spans.push_back(
+        {keys, keys + block_bytes, std::min(kPageTokens, n_pos - s * kPageTokens), kKeyTile});
   }
   run_attention(state, spans, kv_stride, n_pos, static_cast<int>(state.range(1)), dtype);
 }
 BENCHMARK(BM_AttendPaged)
     ->ArgsProduct({{2048}, {8, 48}, {256}, {0, 1}})
     ->Args({2048, 48, 768, 0})
-    ->Args({2048, 48, 768, 1});
+    ->Args({2048, 48, 768, 1})
+    ->Args({2048, 3, 256, 1})
+    ->Args({8192, 3, 256, 1});
 
 // Decode attention (3 queries of one token, the 125M shape's GQA group) over 2048 cached
 // positions split into spans of range(0) positions: 16 is the L2 pool's page, 2048 one contiguous
@@ -347,7 +351,8 @@ void BM_AttendSpans(benchmark::State& state) {
   std::vector<float> kv(n_spans * block, 0.01f);
   std::vector<KvSpan> spans;
   for (int s = 0; s < n_spans; ++s) {
-    spans.push_back({kv.data() + s * block, kv.data() + s * block + kAttendHeadDim, span_len});
+    spans.push_back(
+        {kv.data() + s * block, kv.data() + s * block + kAttendHeadDim, span_len, kKeyTile});
   }
   run_attention(state, spans, kKvStride, kPos, 3);
 }

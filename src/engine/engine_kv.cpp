@@ -63,6 +63,8 @@ std::unique_ptr<PrefixTier> Engine::open_disk_tier() {
   // The rows' element type: f16 pages are never read as f32 or back. Only mixed in for f16, so
   // the f32 stores written before the dtype existed keep their tag.
   if (options_.kv_dtype != KvDtype::kF32) mix(static_cast<uint64_t>(options_.kv_dtype));
+  // Keys in tiles since kKeyLayoutVersion 2: stores of row-layout keys start empty.
+  mix(kKeyLayoutVersion);
   o.content_tag = tag;
   try {
     return std::make_unique<L3PrefixTier>(o, kv_->pool());

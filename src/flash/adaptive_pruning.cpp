@@ -16,27 +16,20 @@ AdaptivePruner::AdaptivePruner(const ModelConfig& model, AdaptiveOptions options
 double AdaptivePruner::key_norm(KvCache& kv, int seq, int begin, int end,
                                 const ComputePlan& base) const {
   const int kv_dim = model_.kv_dim();
-  const size_t row_bytes = static_cast<size_t>(kv_dim) * kv_dtype_bytes(kv.dtype());
-  std::vector<float> k(kv_dim);  // one key row as floats
+  std::vector<float> k(kv_dim);  // one key as floats
   double sum = 0;
   int64_t rows = 0;
   for (int l = 0; l < model_.n_layers; ++l) {
-    if (!base.attention(l) && !base.keep_kv_of_skipped) continue;  // rows never written
-    for (int p = begin; p < end;) {
-      int run = 0;
-      const std::byte* rows_at = kv.key_rows(seq, l, p, &run);
-      run = std::min(run, end - p);
-      for (int r = 0; r < run; ++r) {
-        kv_load_row(kv.dtype(), rows_at + static_cast<size_t>(r) * row_bytes, k.data(), kv_dim);
-        double sq = 0;
-        for (int i = 0; i < kv_dim; ++i) {
-          const double x = k[i];
-          sq += x * x;
-        }
-        sum += std::sqrt(sq);
-        ++rows;
+    if (!base.attention(l) && !base.keep_kv_of_skipped) continue;  // keys never written
+    for (int p = begin; p < end; ++p) {
+      kv.load_key(seq, l, p, k.data(), kv_dim);
+      double sq = 0;
+      for (int i = 0; i < kv_dim; ++i) {
+        const double x = k[i];
+        sq += x * x;
       }
-      p += run;
+      sum += std::sqrt(sq);
+      ++rows;
     }
   }
   return rows > 0 ? sum / static_cast<double>(rows) : 0.0;

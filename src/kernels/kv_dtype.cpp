@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/quant.h"
@@ -34,6 +35,32 @@ void kv_load_row(KvDtype dtype, const void* src, float* dst, int n) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   } else {
     f16_row_to_f32(static_cast<const uint16_t*>(src), dst, n);
+  }
+}
+
+void kv_store_key(KvDtype dtype, const float* src, void* tile, int lane, int width, int n) {
+  if (dtype == KvDtype::kF32) {
+    float* out = static_cast<float*>(tile) + lane;
+    for (int e = 0; e < n; ++e) out[static_cast<size_t>(e) * width] = src[e];
+  } else {
+    thread_local std::vector<uint16_t> halves;
+    halves.resize(n);
+    f32_row_to_f16(src, halves.data(), n);
+    uint16_t* out = static_cast<uint16_t*>(tile) + lane;
+    for (int e = 0; e < n; ++e) out[static_cast<size_t>(e) * width] = halves[e];
+  }
+}
+
+void kv_load_key(KvDtype dtype, const void* tile, int lane, int width, float* dst, int n) {
+  if (dtype == KvDtype::kF32) {
+    const float* in = static_cast<const float*>(tile) + lane;
+    for (int e = 0; e < n; ++e) dst[e] = in[static_cast<size_t>(e) * width];
+  } else {
+    thread_local std::vector<uint16_t> halves;
+    halves.resize(n);
+    const uint16_t* in = static_cast<const uint16_t*>(tile) + lane;
+    for (int e = 0; e < n; ++e) halves[e] = in[static_cast<size_t>(e) * width];
+    f16_row_to_f32(halves.data(), dst, n);
   }
 }
 

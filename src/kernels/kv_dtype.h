@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <numeric>
 #include <string>
 #include <string_view>
 
@@ -25,5 +27,25 @@ KvDtype parse_kv_dtype(std::string_view text, const std::string& what);
 void kv_store_row(KvDtype dtype, const float* src, void* dst, int n);
 // dst = n elements of `dtype` at src, as floats (exact).
 void kv_load_row(KvDtype dtype, const void* src, float* dst, int n);
+
+// Keys are stored in tiles of consecutive positions (values stay rows): in a tile of width w,
+// element e of its position j sits at [e * w + j], so attention reads element e of w keys in one
+// load and a score is one chain of multiply-adds over e (docs/kv-cache.md "Key tiles"). A cache
+// uses tiles of kKeyTile positions where its contiguous runs allow and narrower ones otherwise
+// (key_tile_width); tiles begin at positions that are multiples of their width, and a tile of
+// width 1 is a plain row.
+constexpr int kKeyTile = 16;
+// The widest tile a cache whose contiguous runs start every `run_positions` positions can use.
+constexpr int key_tile_width(int run_positions) {
+  return std::gcd(run_positions, kKeyTile);
+}
+// Stored pages and shared-tier entries carry this, so keys written in another layout are never
+// read back as tiles.
+constexpr uint64_t kKeyLayoutVersion = 2;
+
+// The n floats of src stored as `dtype` into the key at `lane` of a tile of `width` positions.
+void kv_store_key(KvDtype dtype, const float* src, void* tile, int lane, int width, int n);
+// The key at `lane` of a tile of `width` positions (n elements of `dtype`), as floats.
+void kv_load_key(KvDtype dtype, const void* tile, int lane, int width, float* dst, int n);
 
 }  // namespace k25

@@ -35,6 +35,7 @@ L1WindowKvCache::L1WindowKvCache(KvCache& inner, int n_layers, int kv_dim, int w
       n_layers_(n_layers),
       kv_dim_(kv_dim),
       window_(window),
+      key_tile_(key_tile_width(window)),
       dtype_(inner.dtype()),
       row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype_)),
       counts_(new HitCounts[kCountSlots + 1]) {
@@ -71,34 +72,54 @@ void L1WindowKvCache::count(bool in_ring, int n) {
   }
 }
 
-std::byte* L1WindowKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) {
-  int below_ring = -1;  // the ring's first position when pos is older than it
-  if (seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && layer >= 0 && layer < n_layers_) {
-    Sequence& s = sequences_[seq];
-    if (s.ring) {
-      const Range r = s.ranges[layer];
-      if (pos >= r.lo && pos < r.hi) {
-        const int slot = pos % window_;
-        *n_contiguous = std::min(window_ - slot, r.hi - pos);
-        if (!value) count(true, *n_contiguous);
-        return block(s, layer, value) + static_cast<size_t>(slot) * row_bytes_;
-      }
-      if (pos < r.lo) below_ring = r.lo;
-    }
-  }
-  std::byte* p = value ? inner_.value_rows(seq, layer, pos, n_contiguous)
-                       : inner_.key_rows(seq, layer, pos, n_contiguous);
-  if (below_ring >= 0) *n_contiguous = std::min(*n_contiguous, below_ring - pos);
-  if (!value) count(false, *n_contiguous);
-  return p;
+// The ring serves its range from the first position at a key tile boundary on, so every run it
+// returns starts a tile; the inner cache (which holds every position) serves the ones before.
+int L1WindowKvCache::served_from(const Range& r) const {
+  return (r.lo + key_tile_ - 1) / key_tile_ * key_tile_;
 }
 
-std::byte* L1WindowKvCache::key_rows(int seq, int layer, int pos, int* n_contiguous) {
-  return row(seq, layer, pos, false, n_contiguous);
+// The ring's K or V block of (seq, layer) and pos's slot in it when the ring serves pos (the
+// positions from pos on that it serves in *n_contiguous); otherwise null, with *below_ring the
+// ring's first served position when pos is older than it (-1 if not).
+std::byte* L1WindowKvCache::ring_block(int seq, int layer, int pos, bool value, int* slot,
+                                       int* n_contiguous, int* below_ring) {
+  *below_ring = -1;
+  if (seq < 0 || static_cast<size_t>(seq) >= sequences_.size() || layer < 0 || layer >= n_layers_) {
+    return nullptr;
+  }
+  Sequence& s = sequences_[seq];
+  if (!s.ring) return nullptr;
+  const int lo = served_from(s.ranges[layer]), hi = s.ranges[layer].hi;
+  if (pos >= lo && pos < hi) {
+    *slot = pos % window_;
+    *n_contiguous = std::min(window_ - *slot, hi - pos);
+    return block(s, layer, value);
+  }
+  if (pos < lo && lo < hi) *below_ring = lo;
+  return nullptr;
+}
+
+KeyRun L1WindowKvCache::key_run(int seq, int layer, int pos) {
+  int slot = 0, n = 0, below_ring = -1;
+  if (std::byte* keys = ring_block(seq, layer, pos, false, &slot, &n, &below_ring)) {
+    count(true, n);
+    const int lane = slot % key_tile_;
+    return {keys + static_cast<size_t>(slot - lane) * row_bytes_, lane, key_tile_, n};
+  }
+  KeyRun run = inner_.key_run(seq, layer, pos);
+  if (below_ring >= 0) run.n = std::min(run.n, below_ring - pos);
+  count(false, run.n);
+  return run;
 }
 
 std::byte* L1WindowKvCache::value_rows(int seq, int layer, int pos, int* n_contiguous) {
-  return row(seq, layer, pos, true, n_contiguous);
+  int slot = 0, below_ring = -1;
+  if (std::byte* values = ring_block(seq, layer, pos, true, &slot, n_contiguous, &below_ring)) {
+    return values + static_cast<size_t>(slot) * row_bytes_;
+  }
+  std::byte* p = inner_.value_rows(seq, layer, pos, n_contiguous);
+  if (below_ring >= 0) *n_contiguous = std::min(*n_contiguous, below_ring - pos);
+  return p;
 }
 
 void L1WindowKvCache::store(int seq, int layer, int pos, const float* k, const float* v,
@@ -124,9 +145,10 @@ void L1WindowKvCache::store(int seq, int layer, int pos, const float* k, const f
     if (pos < r.lo && r.lo < r.hi) return;  // older than the ring: the inner cache holds it
     r = {pos, pos + 1};                     // a first row or a gap: the ring restarts at pos
   }
-  const size_t offset = static_cast<size_t>(pos % window_) * row_bytes_;
-  kv_store_row(dtype_, k, block(s, layer, false) + offset, kv_dim);
-  kv_store_row(dtype_, v, block(s, layer, true) + offset, kv_dim);
+  const int slot = pos % window_, lane = slot % key_tile_;
+  kv_store_key(dtype_, k, block(s, layer, false) + static_cast<size_t>(slot - lane) * row_bytes_,
+               lane, key_tile_, kv_dim);
+  kv_store_row(dtype_, v, block(s, layer, true) + static_cast<size_t>(slot) * row_bytes_, kv_dim);
 }
 
 uint64_t L1WindowKvCache::ring_positions_served() const {

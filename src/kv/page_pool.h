@@ -1,9 +1,10 @@
 // The L2 KV tier's memory: fixed-size pages carved from slabs under a hard byte budget.
 //
 // One page holds `page_tokens` consecutive positions of one sequence for every layer, K and V:
-//   [layer 0 K][layer 0 V][layer 1 K][layer 1 V] ...   each block: page_tokens rows of kv_dim
-// elements of the geometry's dtype (4 bytes for f32, 2 for f16), so a layer's K (or V) rows
-// inside a page are contiguous, as KvCache::key_rows() promises.
+//   [layer 0 K][layer 0 V][layer 1 K][layer 1 V] ...   each block: page_tokens positions of kv_dim
+// elements of the geometry's dtype (4 bytes for f32, 2 for f16): a V block is rows, a K block
+// key tiles (kernels/kv_dtype.h) as PagedKvCache lays them out. The pool itself treats both as
+// bytes.
 // Every block starts on a 64-byte boundary (attention reads rows with SIMD loads).
 //
 // Slabs are allocated lazily, the first time a page in them is handed out, and are kept until
@@ -67,7 +68,7 @@ class PagePool {
   // References held on `page` (0: not allocated).
   uint32_t ref_count(PageId page) const { return page < next_fresh_ ? refs_[page] : 0; }
 
-  // Start of `layer`'s K (or V) block in `page`: page_tokens rows, geometry().row_bytes() apart.
+  // Start of `layer`'s K (or V) block in `page`: page_tokens positions of geometry().row_bytes().
   std::byte* key_block(PageId page, int layer) const {
     return page_base(page) + layer * 2 * block_bytes_;
   }

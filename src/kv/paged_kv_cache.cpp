@@ -12,6 +12,7 @@ PagedKvCache::PagedKvCache(int n_layers, int kv_dim, int max_positions, size_t b
     : n_layers_(n_layers),
       max_positions_(max_positions),
       page_tokens_(page_tokens),
+      key_tile_(key_tile_width(page_tokens)),
       row_bytes_(static_cast<size_t>(kv_dim) * kv_dtype_bytes(dtype)),
       pool_(PageGeometry{page_tokens, n_layers, kv_dim, dtype}, budget_bytes) {
   if ((page_tokens & (page_tokens - 1)) == 0)
@@ -105,7 +106,7 @@ const std::vector<PageId>& PagedKvCache::page_table(int seq) const {
   return tables_[seq];
 }
 
-std::byte* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_contiguous) const {
+std::byte* PagedKvCache::block(int seq, int layer, int pos, bool value, int* offset) const {
   const std::vector<PageId>& table = page_table(seq);
   if (pos < 0 || static_cast<size_t>(pos) >= table.size() * page_tokens_) {
     fail("KV cache: position ", pos, " of sequence ", seq, " not reserved");
@@ -114,19 +115,24 @@ std::byte* PagedKvCache::row(int seq, int layer, int pos, bool value, int* n_con
   // Attention asks once per page run, so this is on the hot path: a shift instead of a
   // division when page_tokens is a power of two (measured in docs/kv-cache.md).
   const int index = page_shift_ >= 0 ? pos >> page_shift_ : pos / page_tokens_;
-  const int offset = pos - index * page_tokens_;
+  *offset = pos - index * page_tokens_;
   const PageId page = table[index];
-  *n_contiguous = page_tokens_ - offset;
-  std::byte* block = value ? pool_.value_block(page, layer) : pool_.key_block(page, layer);
-  return block + static_cast<size_t>(offset) * row_bytes_;
+  return value ? pool_.value_block(page, layer) : pool_.key_block(page, layer);
 }
 
-std::byte* PagedKvCache::key_rows(int seq, int layer, int pos, int* n_contiguous) {
-  return row(seq, layer, pos, false, n_contiguous);
+KeyRun PagedKvCache::key_run(int seq, int layer, int pos) {
+  int offset = 0;
+  std::byte* keys = block(seq, layer, pos, false, &offset);
+  const int lane = offset % key_tile_;
+  return {keys + static_cast<size_t>(offset - lane) * row_bytes_, lane, key_tile_,
+          page_tokens_ - offset};
 }
 
 std::byte* PagedKvCache::value_rows(int seq, int layer, int pos, int* n_contiguous) {
-  return row(seq, layer, pos, true, n_contiguous);
+  int offset = 0;
+  std::byte* values = block(seq, layer, pos, true, &offset);
+  *n_contiguous = page_tokens_ - offset;
+  return values + static_cast<size_t>(offset) * row_bytes_;
 }
 
 }  // namespace k25

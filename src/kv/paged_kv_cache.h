@@ -10,7 +10,7 @@
 // shared with the prefix cache stays. A PageReclaimer (the prefix cache) is asked for its
 // unused pages before reserve() reports the pool exhausted, and pages_available() counts them.
 //
-// Thread-safety: reserve(), adopt() and clear() from one thread. key_rows()/value_rows() only read
+// Thread-safety: reserve(), adopt() and clear() from one thread. key_run()/value_rows() only read
 // the page tables, so the attention workers may call them concurrently while no reserve()/clear()
 // runs.
 #pragma once
@@ -35,7 +35,8 @@ class PagedKvCache final : public KvCache {
   KvDtype dtype() const override { return pool_.geometry().dtype; }
   void reserve(int seq, int n_positions) override;
   void clear(int seq) override;
-  std::byte* key_rows(int seq, int layer, int pos, int* n_contiguous) override;
+  // Keys in tiles of key_tile_width(page_tokens) positions inside each page.
+  KeyRun key_run(int seq, int layer, int pos) override;
   std::byte* value_rows(int seq, int layer, int pos, int* n_contiguous) override;
 
   // Whether reserve(seq, n_positions) would succeed now (reclaiming pages if needed).
@@ -63,10 +64,10 @@ class PagedKvCache final : public KvCache {
   PagePool& pool() { return pool_; }
 
  private:
-  // Row `pos` of `layer` (K or V) and the positions left in its page.
-  std::byte* row(int seq, int layer, int pos, bool value, int* n_contiguous) const;
+  // The K or V block of `layer` in the page holding `pos`, and pos's place in that page.
+  std::byte* block(int seq, int layer, int pos, bool value, int* offset) const;
 
-  int n_layers_, max_positions_, page_tokens_;
+  int n_layers_, max_positions_, page_tokens_, key_tile_;
   size_t row_bytes_;
   int page_shift_ = -1;  // log2(page_tokens_) when it is a power of two
   PagePool pool_;

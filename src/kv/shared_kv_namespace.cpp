@@ -7,6 +7,7 @@
 #include "core/crc32c.h"
 #include "core/mapped_file.h"
 #include "kernels/kernel_table.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 
@@ -40,7 +41,7 @@ std::string shared_kv_namespace(const SharedKvIdentity& id) {
   uint64_t h = mix(0, id.weights_hash);
   for (uint64_t v : std::initializer_list<uint64_t>{
            id.geometry_seed, static_cast<uint64_t>(id.kv_dtype), static_cast<uint64_t>(id.n_vocab),
-           static_cast<uint64_t>(id.dim), static_cast<uint64_t>(id.n_heads),
+           static_cast<uint64_t>(id.dim), static_cast<uint64_t>(id.n_heads), kKeyLayoutVersion,
            uint64_t{crc32c(kernels.data(), kernels.size())}}) {
     h = mix(h, v);
   }

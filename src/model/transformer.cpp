@@ -399,11 +399,14 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, int n_
       // The part of token t's window inside this task's chunk.
       const auto begin = [&](int t) { return std::max(first_pos(t), lo); };
       const auto end = [&](int t) { return std::min(batch[t].pos + 1, hi); };
-      // Positions count from the first one any of the task's queries attends to.
+      // Positions count from the key tile holding the first one any of the task's queries
+      // attends to (the spans must start tiles; the positions before a query's window weigh
+      // nothing).
       int origin = hi, n_pos = 0;
       for (int t = task.t0; t < task.t1; ++t) {
         if (begin(t) < end(t)) origin = std::min(origin, begin(t)), n_pos = std::max(n_pos, end(t));
       }
+      origin -= origin % kKeyTile;
       queries.clear();
       for (int t = task.t0; t < task.t1; ++t) {
         if (begin(t) >= end(t)) continue;
@@ -423,11 +426,13 @@ void Transformer::attend(int layer, const std::vector<BatchToken>& batch, int n_
       }
       spans.clear();
       for (int p = origin; p < n_pos;) {
-        int run_keys = 0, run_values = 0;
-        const std::byte* keys = kv.key_rows(seq, layer, p, &run_keys);
+        int run_values = 0;
+        const KeyRun keys = kv.key_run(seq, layer, p);
         const std::byte* values = kv.value_rows(seq, layer, p, &run_values);
-        const int len = std::min({run_keys, run_values, n_pos - p});
-        spans.push_back({keys + head_offset, values + head_offset, len});
+        if (keys.lane != 0) fail("attention: a KV run starts inside a key tile at position ", p);
+        const int len = std::min({keys.n, run_values, n_pos - p});
+        spans.push_back(
+            {keys.tile + head_offset * keys.width, values + head_offset, len, keys.width});
         p += len;
       }
       attend_queries(queries.data(), static_cast<int>(queries.size()), spans.data(),

@@ -1,7 +1,8 @@
 // attend_queries against a double-precision softmax attention, for head sizes on the blocked
-// paths (multiples of 64 on AVX-512, of 16 on AVX2) and off them, query counts around the 4-query
-// blocks, key counts around the 2- and 4-key blocks, different causal limits per query and the
-// cache split into spans; and partial outputs over position ranges merged (attention_split.h).
+// paths (multiples of 64 on AVX-512, of 16 on AVX2) and off them, query counts around the score
+// and value blocks, key counts around the 16-key tiles, different causal limits per query, the
+// cache split into spans and its keys as rows or in tiles of 16 (kernels/kv_dtype.h); and
+// partial outputs over position ranges merged (attention_split.h).
 #include "kernels/attention.h"
 
 #include <gtest/gtest.h>
@@ -11,9 +12,11 @@
 #include <cstring>
 #include <random>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernel_table.h"
+#include "kernels/kv_dtype.h"
 #include "kernels/ops.h"
 #include "model/attention_split.h"
 
@@ -24,6 +27,7 @@ struct Case {
   int head_dim;
   int kv_stride;
   std::vector<float> keys, values;  // n_cached rows of kv_stride floats
+  std::vector<float> key_tiles;     // the keys in tiles of kKeyTile positions
   std::vector<float> q;             // n_queries x head_dim
   std::vector<int> n_pos;
   std::vector<int> first;  // the first position each query attends to
@@ -39,6 +43,14 @@ Case make_case(int head_dim, int n_cached, int n_queries, std::mt19937& rng) {
   c.values.resize(c.keys.size());
   for (auto& v : c.keys) v = g(rng);
   for (auto& v : c.values) v = g(rng);
+  const int n_tiles = (n_cached + kKeyTile - 1) / kKeyTile;
+  c.key_tiles.assign(static_cast<size_t>(n_tiles) * kKeyTile * c.kv_stride, NAN);
+  for (int p = 0; p < n_cached; ++p) {
+    for (int d = 0; d < c.kv_stride; ++d) {
+      c.key_tiles[(static_cast<size_t>(p / kKeyTile) * c.kv_stride + d) * kKeyTile + p % kKeyTile] =
+          c.keys[static_cast<size_t>(p) * c.kv_stride + d];
+    }
+  }
   c.q.resize(static_cast<size_t>(n_queries) * head_dim);
   for (auto& v : c.q) v = 2.0f * g(rng);
   for (int i = 0; i < n_queries; ++i) c.n_pos.push_back(i == 0 ? n_cached : pos(rng));
@@ -46,13 +58,16 @@ Case make_case(int head_dim, int n_cached, int n_queries, std::mt19937& rng) {
   return c;
 }
 
-// The cache as spans of at most span_len positions.
-std::vector<KvSpan> spans_of(const Case& c, int n_cached, int span_len) {
+// The cache as spans of at most span_len positions, the keys as rows (key_tile 1) or in tiles of
+// kKeyTile (span_len then a multiple of it). The positions past n_cached in the last tile are
+// NaN: what they score must not reach an output.
+std::vector<KvSpan> spans_of(const Case& c, int n_cached, int span_len, int key_tile = 1) {
   std::vector<KvSpan> spans;
   for (int p = 0; p < n_cached; p += span_len) {
-    spans.push_back({c.keys.data() + static_cast<size_t>(p) * c.kv_stride,
-                     c.values.data() + static_cast<size_t>(p) * c.kv_stride,
-                     std::min(span_len, n_cached - p)});
+    const float* keys = key_tile == 1 ? c.keys.data() + static_cast<size_t>(p) * c.kv_stride
+                                      : c.key_tiles.data() + static_cast<size_t>(p) * c.kv_stride;
+    spans.push_back({keys, c.values.data() + static_cast<size_t>(p) * c.kv_stride,
+                     std::min(span_len, n_cached - p), key_tile});
   }
   return spans;
 }
@@ -84,7 +99,7 @@ std::vector<double> reference_outputs(const Case& c) {
   return out;
 }
 
-void check_case(const Case& c, int n_cached, int span_len) {
+void check_case(const Case& c, int n_cached, int span_len, int key_tile = 1) {
   const int hd = c.head_dim;
   const int n_queries = static_cast<int>(c.n_pos.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -93,7 +108,7 @@ void check_case(const Case& c, int n_cached, int span_len) {
   for (int i = 0; i < n_queries; ++i) {
     queries.push_back({c.q.data() + i * hd, c.n_pos[i], out.data() + i * hd, c.first[i]});
   }
-  const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+  const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len, key_tile);
   std::vector<float> scratch;
   attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
                  c.kv_stride, hd, scale, scratch);
@@ -101,8 +116,9 @@ void check_case(const Case& c, int n_cached, int span_len) {
   for (int i = 0; i < n_queries; ++i) {
     for (int d = 0; d < hd; ++d) {
       ASSERT_NEAR(out[i * hd + d], want[i * hd + d], 2e-5)
-          << "head_dim " << hd << " cached " << n_cached << " span " << span_len << " query " << i
-          << " of " << n_queries << " n_pos " << c.n_pos[i] << " dim " << d;
+          << "head_dim " << hd << " cached " << n_cached << " span " << span_len << " key tile "
+          << key_tile << " query " << i << " of " << n_queries << " n_pos " << c.n_pos[i] << " dim "
+          << d;
     }
   }
 }
@@ -111,9 +127,10 @@ TEST(AttentionTest, MatchesReferenceForBlockedAndPortableHeadSizes) {
   std::mt19937 rng(11);
   for (int head_dim : {8, 16, 24, 48, 64, 80, 128}) {
     for (int n_cached : {1, 2, 3, 4, 7, 33, 150}) {
-      for (int n_queries : {1, 3, 4, 5, 8, 9}) {
+      for (int n_queries : {1, 3, 4, 5, 6, 7, 8, 9, 17}) {
         const Case c = make_case(head_dim, n_cached, n_queries, rng);
         for (int span_len : {1, 5, 64}) check_case(c, n_cached, span_len);
+        for (int span_len : {16, 32, 160}) check_case(c, n_cached, span_len, kKeyTile);
       }
     }
   }
@@ -127,6 +144,7 @@ TEST(AttentionTest, QueriesAttendOnlyFromTheirFirstPosition) {
       Case c = make_case(head_dim, 150, n_queries, rng);
       for (int i = 0; i < n_queries; ++i) c.first[i] = std::max(0, c.n_pos[i] - 1 - 7 * i);
       for (int span_len : {1, 16, 150}) check_case(c, 150, span_len);
+      for (int span_len : {16, 160}) check_case(c, 150, span_len, kKeyTile);
     }
   }
 }
@@ -136,11 +154,13 @@ TEST(AttentionTest, LargeScoresDoNotOverflow) {
   Case c = make_case(64, 20, 6, rng);
   for (auto& v : c.q) v *= 10.0f;  // logits in the tens
   check_case(c, 20, 8);
+  check_case(c, 20, 16, kKeyTile);
 }
 
 // A query's output must not depend on which other queries share the call (batch composition,
-// micro-task size, GQA grouping), nor on how the cache is split into spans: the engine relies on
-// it for outputs that do not change with load.
+// micro-task size, GQA grouping), nor on how the cache is split into spans or its keys into
+// tiles: the engine relies on it for outputs that do not change with load (and the L1 window
+// gives rows where the pages give tiles).
 TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
   std::mt19937 rng(13);
   for (int head_dim : {8, 16, 24, 48, 64, 128}) {
@@ -148,28 +168,30 @@ TEST(AttentionTest, OutputIsBitwiseIndependentOfTheOtherQueriesAndSpans) {
     const Case c = make_case(head_dim, n_cached, n_queries, rng);
     const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
     std::vector<float> scratch;
-    const auto run = [&](const std::vector<int>& which, int span_len) {
+    const auto run = [&](const std::vector<int>& which, int span_len, int key_tile) {
       std::vector<float> out(which.size() * head_dim);
       std::vector<AttentionQuery> queries;
       for (size_t i = 0; i < which.size(); ++i) {
         queries.push_back(
             {c.q.data() + which[i] * head_dim, c.n_pos[which[i]], out.data() + i * head_dim});
       }
-      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len, key_tile);
       attend_queries(queries.data(), static_cast<int>(queries.size()), spans.data(),
                      static_cast<int>(spans.size()), c.kv_stride, head_dim, scale, scratch);
       return out;
     };
     std::vector<int> all(n_queries);
     for (int i = 0; i < n_queries; ++i) all[i] = i;
-    const std::vector<float> together = run(all, 16);
+    const std::vector<float> together = run(all, 16, kKeyTile);
     for (int i = 0; i < n_queries; ++i) {
-      for (int span_len : {16, 150}) {
-        const std::vector<float> alone = run({i}, span_len);
-        const std::vector<float> shuffled = run({(i + 5) % n_queries, i, (i + 1) % n_queries}, 7);
+      for (const auto& [span_len, key_tile] : {std::pair{16, 1}, {150, 1}, {32, kKeyTile}}) {
+        const std::vector<float> alone = run({i}, span_len, key_tile);
+        const std::vector<float> shuffled =
+            run({(i + 5) % n_queries, i, (i + 1) % n_queries}, 7, 1);
         ASSERT_EQ(
             0, std::memcmp(alone.data(), together.data() + i * head_dim, head_dim * sizeof(float)))
-            << "query " << i << " head_dim " << head_dim << " span " << span_len;
+            << "query " << i << " head_dim " << head_dim << " span " << span_len << " key tile "
+            << key_tile;
         ASSERT_EQ(0,
                   std::memcmp(alone.data(), shuffled.data() + head_dim, head_dim * sizeof(float)))
             << "query " << i << " head_dim " << head_dim;
@@ -216,7 +238,7 @@ TEST(AttentionTest, PartsOverPositionRangesMergeToTheWhole) {
     }
 
     std::vector<float> whole(merged.size()), one_part(merged.size()), one_stats(2 * n_queries);
-    const std::vector<KvSpan> spans = spans_of(c, n_cached, 16);
+    const std::vector<KvSpan> spans = spans_of(c, n_cached, 16, kKeyTile);
     std::vector<AttentionQuery> plain, with_stats;
     for (int i = 0; i < n_queries; ++i) {
       plain.push_back({c.q.data() + i * hd, c.n_pos[i], whole.data() + i * hd});
@@ -238,14 +260,14 @@ TEST(AttentionTest, PartsOverPositionRangesMergeToTheWhole) {
   }
 }
 
-// Heads narrower than the blocked kernels' columns (stories260K's are 8; 24 is off the blocked
-// paths of every set) take a path of their own whose arithmetic is fixed: a score is q[0] k[0],
-// then fused multiply-adds of q[d] k[d] in order of d, times the scale; the softmax is
-// exp_minus_max's; an output element is axpy's fused multiply-adds in position order, times the
-// inverse sum. Bit for bit, whatever the queries sharing the call, their windows and the spans.
+// Every score's arithmetic is fixed: q[0] k[0], then multiply-adds of q[d] k[d] in order of d
+// (fused, except on the scalar set, which has no FMA), times the scale. For heads narrower than
+// the blocked kernels' columns (stories260K's are 8; 24 is off the blocked paths of every set),
+// and on the scalar set for every head, so is the rest: the softmax is exp_minus_max's and an
+// output element is axpy's multiply-adds in position order, times the inverse sum. Bit for bit,
+// whatever the queries sharing the call, their windows, the spans and the key tiles.
 TEST(AttentionTest, NarrowHeadsComputeEveryQueryInAFixedOrder) {
-  // The scalar set has no narrow path: there every query runs dot_f32 / softmax / axpy.
-  const bool narrow_path = std::string_view(kernels().isa) != "scalar";
+  const bool fused = std::string_view(kernels().isa) != "scalar";
   std::mt19937 rng(16);
   for (int head_dim : {8, 24}) {
     const int n_cached = 150, n_queries = 19, hd = head_dim;
@@ -259,8 +281,8 @@ TEST(AttentionTest, NarrowHeadsComputeEveryQueryInAFixedOrder) {
         const float* q = c.q.data() + i * hd;
         const float* k = c.keys.data() + p * c.kv_stride;
         float dot = q[0] * k[0];
-        for (int d = 1; d < hd; ++d) dot = std::fma(q[d], k[d], dot);
-        scores[p] = (narrow_path ? dot : dot_f32(q, k, hd)) * scale;
+        for (int d = 1; d < hd; ++d) dot = fused ? std::fma(q[d], k[d], dot) : dot + q[d] * k[d];
+        scores[p] = dot * scale;
       }
       const float inv_sum =
           1.0f / exp_minus_max(scores.data() + c.first[i], c.n_pos[i] - c.first[i]);
@@ -270,19 +292,21 @@ TEST(AttentionTest, NarrowHeadsComputeEveryQueryInAFixedOrder) {
       }
       for (int d = 0; d < hd; ++d) out[d] *= inv_sum;
     }
-    for (int span_len : {5, 16, 150}) {
+    for (const auto& [span_len, key_tile] :
+         {std::pair{5, 1}, {16, 1}, {150, 1}, {16, kKeyTile}, {48, kKeyTile}}) {
       std::vector<float> got(want.size(), NAN);
       std::vector<AttentionQuery> queries;
       for (int i = 0; i < n_queries; ++i) {
         queries.push_back({c.q.data() + i * hd, c.n_pos[i], got.data() + i * hd, c.first[i]});
       }
-      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len);
+      const std::vector<KvSpan> spans = spans_of(c, n_cached, span_len, key_tile);
       std::vector<float> scratch;
       attend_queries(queries.data(), n_queries, spans.data(), static_cast<int>(spans.size()),
                      c.kv_stride, hd, scale, scratch);
       for (int i = 0; i < n_queries; ++i) {
         EXPECT_EQ(0, std::memcmp(got.data() + i * hd, want.data() + i * hd, hd * sizeof(float)))
-            << "head_dim " << hd << " span " << span_len << " query " << i;
+            << "head_dim " << hd << " span " << span_len << " key tile " << key_tile << " query "
+            << i;
       }
     }
   }

@@ -65,10 +65,10 @@ class PlannedForward : public ::testing::Test {
   std::vector<float> keys(KvCache& kv, int layer) {
     const int kv_dim = model_->config().kv_dim();
     std::vector<float> out;
+    std::vector<float> k(kv_dim);
     for (size_t p = 0; p < ids_.size(); ++p) {
-      int run = 0;
-      const float* k = kv.keys(0, layer, int(p), &run);
-      out.insert(out.end(), k, k + kv_dim);
+      kv.load_key(0, layer, int(p), k.data(), kv_dim);
+      out.insert(out.end(), k.begin(), k.end());
     }
     return out;
   }

@@ -74,9 +74,8 @@ class FakeModel : public Model {
     }
     const int n_vocab = config_.n_vocab;
     for (const BatchToken& t : batch) {
-      int n = 0;
-      float* k = kv.keys(t.seq, 0, t.pos, &n);  // throws unless reserved
-      *k = static_cast<float>(t.token);
+      const float token = static_cast<float>(t.token);
+      kv.store(t.seq, 0, t.pos, &token, &token, 1);  // throws unless reserved
       if (!t.want_logits) continue;
       if (nan_logits_) {
         for (int i = 0; i < n_vocab; ++i) logits[i] = std::nanf("");

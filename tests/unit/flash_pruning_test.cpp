@@ -106,15 +106,14 @@ TEST(ComputeCostsTest, SavedShareAddsUp) {
   EXPECT_NEAR(compute_saved(p, c) - kept, c.kv_projection / c.total, 1e-12);
 }
 
-// A cache whose key rows have a chosen L2 norm per position.
+// A cache whose keys have a chosen L2 norm per position.
 void fill_keys(KvCache& kv, const ModelConfig& m, int n, const std::function<float(int)>& norm) {
   kv.reserve(0, n);
+  std::vector<float> k(m.kv_dim()), v(m.kv_dim());
   for (int l = 0; l < m.n_layers; ++l) {
     for (int p = 0; p < n; ++p) {
-      int run = 0;
-      float* k = kv.keys(0, l, p, &run);
-      for (int i = 0; i < m.kv_dim(); ++i) k[i] = 0;
       k[0] = norm(p);
+      kv.store(0, l, p, k.data(), v.data(), m.kv_dim());
     }
   }
 }

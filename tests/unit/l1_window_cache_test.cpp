@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/batched_bench.h"
 #include "interleaved_run.h"
+#include "key_runs.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 #include "test_paths.h"
@@ -45,36 +46,56 @@ void store_positions(KvCache& kv, int seq, int first, int last, int version = 0)
 // Reads positions [0, n) run by run, as attention does, and checks every element.
 void expect_rows(KvCache& kv, int seq, int n, int version = 0) {
   for (int layer = 0; layer < kLayers; ++layer) {
-    for (bool value : {false, true}) {
-      for (int p = 0; p < n;) {
-        int run = 0;
-        const float* row = value ? kv.values(seq, layer, p, &run) : kv.keys(seq, layer, p, &run);
-        ASSERT_GE(run, 1);
-        for (const int stop = std::min(n, p + run); p < stop; ++p, row += kKvDim) {
-          for (int i = 0; i < kKvDim; ++i) {
-            ASSERT_EQ(row[i], tag(seq, layer, value, p, i, version))
-                << "seq " << seq << " layer " << layer << " pos " << p << " value " << value;
-          }
+    for (int p = 0; p < n;) {
+      int run = 0;
+      const float* row = kv.values(seq, layer, p, &run);
+      ASSERT_GE(run, 1);
+      for (const int stop = std::min(n, p + run); p < stop; ++p, row += kKvDim) {
+        for (int i = 0; i < kKvDim; ++i) {
+          ASSERT_EQ(row[i], tag(seq, layer, true, p, i, version))
+              << "seq " << seq << " layer " << layer << " pos " << p << " value";
         }
       }
     }
+    testing::for_each_key(kv, seq, layer, n, kKvDim, [&](int p, auto element) {
+      for (int i = 0; i < kKvDim; ++i) {
+        ASSERT_EQ(element(i), tag(seq, layer, false, p, i, version))
+            << "seq " << seq << " layer " << layer << " pos " << p << " key";
+      }
+    });
   }
+}
+
+// The ring's first served position: its valid range starts at `lo`, and it serves from the first
+// key tile boundary on.
+int served_from(int lo, int window) {
+  const int width = key_tile_width(window);
+  return (lo + width - 1) / width * width;
 }
 
 // Checks where every position [0, hi) of `seq` is served from after positions were stored in
 // order up to hi - 1, the ring starting at `first_stored`: the newest `window` stored ones from
-// the ring, in runs that end at the wrap point or hi, the rest from the inner cache, in runs
-// that stop at the ring's first position.
+// the first key tile boundary among them on from the ring, in runs that end at the wrap point or
+// hi, the rest from the inner cache, in runs that stop at the ring's first served position.
 void expect_runs(L1WindowKvCache& l1, KvCache& inner, int seq, int window, int first_stored,
                  int hi) {
-  const int lo = std::max(first_stored, hi - window);
+  const int lo = served_from(std::max(first_stored, hi - window), window);
   for (int layer = 0; layer < kLayers; ++layer) {
     for (bool value : {false, true}) {
       for (int p = 0; p < hi; ++p) {
         int run = 0, inner_run = 0;
-        const float* row = value ? l1.values(seq, layer, p, &run) : l1.keys(seq, layer, p, &run);
-        const float* inner_row =
-            value ? inner.values(seq, layer, p, &inner_run) : inner.keys(seq, layer, p, &inner_run);
+        const void* row = nullptr;
+        const void* inner_row = nullptr;
+        if (value) {
+          row = l1.values(seq, layer, p, &run);
+          inner_row = inner.values(seq, layer, p, &inner_run);
+        } else {
+          const KeyRun keys = l1.key_run(seq, layer, p), inner_keys = inner.key_run(seq, layer, p);
+          row = keys.tile + keys.lane;
+          inner_row = inner_keys.tile + inner_keys.lane;
+          run = keys.n;
+          inner_run = inner_keys.n;
+        }
         SCOPED_TRACE("window " + std::to_string(window) + " hi " + std::to_string(hi) + " pos " +
                      std::to_string(p) + " layer " + std::to_string(layer));
         if (p >= lo) {
@@ -85,7 +106,8 @@ void expect_runs(L1WindowKvCache& l1, KvCache& inner, int seq, int window, int f
           }
         } else {
           EXPECT_EQ(row, inner_row);
-          EXPECT_EQ(run, std::min(inner_run, lo - p)) << "an inner run stops at the ring";
+          // An inner run stops where the ring serves from (when it serves anything).
+          EXPECT_EQ(run, lo < hi ? std::min(inner_run, lo - p) : inner_run);
         }
       }
     }
@@ -145,12 +167,10 @@ TEST(L1WindowKvCache, LayersKeepTheirOwnWindow) {
   l1.reserve(0, 10);
   for (int pos = 0; pos < 6; ++pos) store_row(l1, 0, 0, pos);  // layer 1 skipped (a plan)
   for (int pos = 0; pos < 6; ++pos) {
-    int run = 0, inner_run = 0;
-    EXPECT_EQ(l1.keys(0, 1, pos, &run), paged.keys(0, 1, pos, &inner_run)) << pos;
-    EXPECT_EQ(run, inner_run);
+    EXPECT_EQ(l1.key_run(0, 1, pos).tile, paged.key_run(0, 1, pos).tile) << pos;
+    EXPECT_EQ(l1.key_run(0, 1, pos).n, paged.key_run(0, 1, pos).n) << pos;
   }
-  int run = 0, inner_run = 0;
-  EXPECT_NE(l1.keys(0, 0, 5, &run), paged.keys(0, 0, 5, &inner_run));
+  EXPECT_NE(l1.key_run(0, 0, 5).tile, paged.key_run(0, 0, 5).tile);
 }
 
 TEST(L1WindowKvCache, InterleavedSequencesKeepSeparateRings) {
@@ -182,8 +202,7 @@ TEST(L1WindowKvCache, ClearResetsTheRing) {
   store_positions(l1, 0, 0, 10);
   l1.clear(0);
   EXPECT_EQ(l1.bytes_used(), 0u);
-  int run = 0;
-  EXPECT_THROW(l1.keys(0, 0, 0, &run), Error) << "nothing reserved after clear";
+  EXPECT_THROW(l1.key_run(0, 0, 0), Error) << "nothing reserved after clear";
   // The new sequence's rows come from the pages until stored through l1 again.
   paged.reserve(0, 10);
   store_positions(paged, 0, 0, 10, 2);
@@ -209,9 +228,10 @@ TEST(L1WindowKvCache, RejectsBadShapesAndRows) {
   EXPECT_EQ(l1.bytes_used(), 0u) << "a failed store allocates nothing";
 }
 
-// Window 4 over pages of 3, positions 0..9 stored: attention's walk over [0, 10) reads pages
-// [0, 3) and [3, 6) (clipped at the ring's first position 6) from the pool, then ring slots 2..3
-// (positions 6, 7, up to the wrap point) and slots 0..1 (positions 8, 9): 4 of 10 from the ring.
+// Window 4 over pages of 3, positions 0..9 stored: the ring holds positions 6..9 in key tiles of 4
+// slots and serves them from the tile boundary at 8 on, so attention's walk over [0, 10) reads
+// pages [0, 3), [3, 6) and [6, 8) (clipped at 8) from the pool, then ring slots 0..1 (positions
+// 8, 9): 2 of 10 from the ring.
 TEST(L1WindowKvCache, HitShareCountsPositionsPerKeysCall) {
   PagedKvCache paged(1, kKvDim, 100, 1 << 20, kPageTokens);
   L1WindowKvCache l1(paged, 1, kKvDim, 4);
@@ -221,17 +241,17 @@ TEST(L1WindowKvCache, HitShareCountsPositionsPerKeysCall) {
   for (int pos = 0; pos < 10; ++pos) l1.store(0, 0, pos, row, row, kKvDim);
   std::vector<int> runs;
   for (int p = 0; p < 10;) {
-    int run = 0, value_run = 0;
-    l1.keys(0, 0, p, &run);
+    int value_run = 0;
+    const int run = l1.key_run(0, 0, p).n;
     l1.values(0, 0, p, &value_run);  // values are not counted again
     EXPECT_EQ(run, value_run);
     runs.push_back(run);
     p += run;
   }
   EXPECT_EQ(runs, (std::vector<int>{3, 3, 2, 2}));
-  EXPECT_EQ(l1.ring_positions_served(), 4u);
+  EXPECT_EQ(l1.ring_positions_served(), 2u);
   EXPECT_EQ(l1.positions_served(), 10u);
-  EXPECT_DOUBLE_EQ(l1.hit_share(), 0.4);
+  EXPECT_DOUBLE_EQ(l1.hit_share(), 0.2);
   l1.reset_hit_counts();
   EXPECT_EQ(l1.positions_served(), 0u);
   EXPECT_EQ(l1.hit_share(), 0.0);
@@ -271,8 +291,8 @@ TEST(L1WindowKvCache, ModelLogitsEqualThePagedCacheBitForBit) {
 }
 
 // The batched bench's hit share covers the decode steps only: at position p a sequence reads
-// p + 1 positions, the newest 4 from the ring, so 3 steps after a 20-token prompt give
-// (4 + 4 + 4) / (21 + 22 + 23) = 2 / 11 for every sequence.
+// p + 1 positions, those of the newest 4 from the ring's key tile boundary (20) on, so 3 steps
+// after a 20-token prompt give (1 + 2 + 3) / (21 + 22 + 23) = 1 / 11 for every sequence.
 TEST(L1WindowKvCache, BatchedBenchReportsTheDecodeHitShare) {
   K25_REQUIRE_SHARED();
   auto model = Model::load(testing::shared_path("models/stories260K.gguf"));
@@ -282,7 +302,7 @@ TEST(L1WindowKvCache, BatchedBenchReportsTheDecodeHitShare) {
   c.n_generate = 3;
   c.n_parallel = 2;
   c.l1_window = 4;
-  EXPECT_DOUBLE_EQ(run_batched_bench(*model, c, pool).l1_hit_share, 2.0 / 11);
+  EXPECT_DOUBLE_EQ(run_batched_bench(*model, c, pool).l1_hit_share, 1.0 / 11);
   c.l1_window = 0;
   EXPECT_EQ(run_batched_bench(*model, c, pool).l1_hit_share, 0.0);
   c.l1_window = -1;

@@ -7,9 +7,12 @@
 #include <cmath>
 #include <cstdint>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "interleaved_run.h"
+#include "key_runs.h"
 #include "model/model.h"
 #include "test_paths.h"
 
@@ -24,31 +27,35 @@ float tag(int seq, int layer, bool value, int pos, int i) {
 }
 
 void write_row(KvCache& kv, int seq, int layer, int pos, int kv_dim) {
-  int run = 0;
-  float* k = kv.keys(seq, layer, pos, &run);
-  float* v = kv.values(seq, layer, pos, &run);
+  std::vector<float> k(kv_dim), v(kv_dim);
   for (int i = 0; i < kv_dim; ++i) {
     k[i] = tag(seq, layer, false, pos, i);
     v[i] = tag(seq, layer, true, pos, i);
   }
+  kv.store(seq, layer, pos, k.data(), v.data(), kv_dim);
 }
 
-// Reads positions [0, n) run by run, as attention does, and checks every element.
+// Reads positions [0, n) run by run, as attention does (keys tile by tile), and checks every
+// element.
 void expect_rows(KvCache& kv, int seq, int n_layers, int n, int kv_dim) {
   for (int layer = 0; layer < n_layers; ++layer) {
-    for (bool value : {false, true}) {
-      for (int p = 0; p < n;) {
-        int run = 0;
-        const float* row = value ? kv.values(seq, layer, p, &run) : kv.keys(seq, layer, p, &run);
-        ASSERT_GE(run, 1);
-        for (const int stop = std::min(n, p + run); p < stop; ++p, row += kv_dim) {
-          for (int i = 0; i < kv_dim; ++i) {
-            ASSERT_EQ(row[i], tag(seq, layer, value, p, i))
-                << "seq " << seq << " layer " << layer << " pos " << p << " value " << value;
-          }
+    for (int p = 0; p < n;) {
+      int run = 0;
+      const float* row = kv.values(seq, layer, p, &run);
+      ASSERT_GE(run, 1);
+      for (const int stop = std::min(n, p + run); p < stop; ++p, row += kv_dim) {
+        for (int i = 0; i < kv_dim; ++i) {
+          ASSERT_EQ(row[i], tag(seq, layer, true, p, i))
+              << "seq " << seq << " layer " << layer << " pos " << p << " value";
         }
       }
     }
+    testing::for_each_key(kv, seq, layer, n, kv_dim, [&](int p, auto element) {
+      for (int i = 0; i < kv_dim; ++i) {
+        ASSERT_EQ(element(i), tag(seq, layer, false, p, i))
+            << "seq " << seq << " layer " << layer << " pos " << p << " key";
+      }
+    });
   }
 }
 
@@ -61,11 +68,11 @@ TEST(PagedKvCache, RowsSurvivePageBoundaries) {
   EXPECT_EQ(kv.bytes_used(), 4 * kv.pool().page_bytes());
   for (int layer = 0; layer < n_layers; ++layer) {
     for (int pos = 0; pos < 11; ++pos) {
-      int run = 0;
-      const float* row = kv.keys(0, layer, pos, &run);
-      EXPECT_EQ(run, page - pos % page);
+      const KeyRun run = kv.key_run(0, layer, pos);
+      EXPECT_EQ(run.n, page - pos % page);
+      EXPECT_EQ(run.width, 1) << "pages of 3 positions hold keys as rows";
       if (pos % page == 0) {
-        EXPECT_EQ(reinterpret_cast<uintptr_t>(row) % PagePool::kAlignment, 0u) << "pos " << pos;
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(run.tile) % PagePool::kAlignment, 0u) << pos;
       }
       write_row(kv, 0, layer, pos, kv_dim);
     }
@@ -74,9 +81,9 @@ TEST(PagedKvCache, RowsSurvivePageBoundaries) {
   kv.reserve(0, 30);  // growing keeps earlier rows in place
   expect_rows(kv, 0, n_layers, 11, kv_dim);
   int run = 0;
-  EXPECT_NO_THROW(kv.keys(0, 0, 29, &run));
-  EXPECT_THROW(kv.keys(0, 0, 30, &run), Error);
-  EXPECT_THROW(kv.keys(0, 2, 0, &run), Error);
+  EXPECT_NO_THROW(kv.key_run(0, 0, 29));
+  EXPECT_THROW(kv.key_run(0, 0, 30), Error);
+  EXPECT_THROW(kv.key_run(0, 2, 0), Error);
   EXPECT_THROW(kv.values(1, 0, 0, &run), Error);
 }
 
@@ -98,6 +105,22 @@ TEST(PagedKvCache, InterleavedSequencesKeepSeparatePages) {
   EXPECT_TRUE(kv.page_table(3).empty());
 }
 
+TEST(PagedKvCache, KeysSitInTheWidestTilesThePagesAllow) {
+  const int n_layers = 2, kv_dim = 5;
+  for (const auto& [page, width] : {std::pair{4, 4}, {8, 8}, {16, 16}, {24, 8}, {32, 16}}) {
+    PagedKvCache kv(n_layers, kv_dim, 100, 1 << 20, page);
+    kv.reserve(0, 70);
+    for (int layer = 0; layer < n_layers; ++layer) {
+      for (int pos = 0; pos < 70; ++pos) write_row(kv, 0, layer, pos, kv_dim);
+    }
+    const KeyRun run = kv.key_run(0, 1, page + width + 1);  // a page's second tile, or the next
+    EXPECT_EQ(run.width, width) << page;
+    EXPECT_EQ(run.lane, 1) << page;
+    EXPECT_EQ(run.n, page - (width + 1) % page) << page;
+    expect_rows(kv, 0, n_layers, 70, kv_dim);
+  }
+}
+
 TEST(PagedKvCache, ClearReturnsPagesAtOnce) {
   const int kv_dim = 8;
   PagedKvCache kv(1, kv_dim, 64, 1 << 20, 4);
@@ -107,8 +130,7 @@ TEST(PagedKvCache, ClearReturnsPagesAtOnce) {
   kv.clear(0);
   EXPECT_EQ(kv.pages_used(), 3u);
   EXPECT_EQ(kv.bytes_used(), both / 2);
-  int run = 0;
-  EXPECT_THROW(kv.keys(0, 0, 0, &run), Error);
+  EXPECT_THROW(kv.key_run(0, 0, 0), Error);
   kv.clear(1);
   kv.clear(7);  // unknown sequences are a no-op
   kv.clear(-1);

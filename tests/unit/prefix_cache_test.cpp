@@ -60,17 +60,17 @@ TEST(PagedKvCacheShare, AdoptedPagesAreSharedAndSurviveClear) {
   auto kv = make_kv(8);
   kv->reserve(0, 8);  // two pages
   int n = 0;
-  kv->keys(0, 0, 5, &n)[0] = 42.0f;
+  kv->values(0, 0, 5, &n)[0] = 42.0f;
   const std::vector<PageId> pages = kv->page_table(0);
   kv->adopt(1, pages);
   EXPECT_EQ(kv->page_table(1), pages);
   EXPECT_EQ(kv->pages_used(), 2u);
-  EXPECT_EQ(kv->keys(1, 0, 5, &n)[0], 42.0f);
+  EXPECT_EQ(kv->values(1, 0, 5, &n)[0], 42.0f);
   kv->reserve(1, 9);  // a page of its own after the shared ones
   EXPECT_EQ(kv->pages_used(), 3u);
   kv->clear(0);
   EXPECT_EQ(kv->pages_used(), 3u);  // still referenced by sequence 1
-  EXPECT_EQ(kv->keys(1, 0, 5, &n)[0], 42.0f);
+  EXPECT_EQ(kv->values(1, 0, 5, &n)[0], 42.0f);
   kv->clear(1);
   EXPECT_EQ(kv->pages_used(), 0u);
 }

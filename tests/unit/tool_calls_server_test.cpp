@@ -40,8 +40,8 @@ class ScriptedModel : public Model {
   void forward(const std::vector<BatchToken>& batch, KvCache& kv, float* logits,
                ThreadPool&) override {
     for (const BatchToken& t : batch) {
-      int n = 0;
-      *kv.keys(t.seq, 0, t.pos, &n) = static_cast<float>(t.token);
+      const float token = static_cast<float>(t.token);
+      kv.store(t.seq, 0, t.pos, &token, &token, 1);
       if (!t.want_logits) continue;
       for (int i = 0; i < config_.n_vocab; ++i) logits[i] = 0.0f;
       logits[next(t.token)] = 10.0f;

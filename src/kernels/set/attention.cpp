@@ -1,11 +1,12 @@
-// Attention for the queries that share one KV head, GEMM-like: scores for a block of 4 queries
-// and a few keys (4 on AVX-512, 2 on AVX2) are accumulated in registers (each key and query chunk
-// loaded once for several products), exponentials run per query, then the values are summed with
-// the outputs of 4 queries in registers. Keys and values are visited in tiles of up to 64
-// positions and every 4-query block uses a tile while it is in L1, so a prefill task of many
-// queries reads the cached rows from memory once, not once per block. Needs AVX-512 and a head
-// size that is a multiple of 64, or AVX2 and a multiple of 16; heads of 8, 16 or 24 elements take
-// the narrow path (attend_narrow); otherwise each query runs dot_f32 / softmax / axpy on its own.
+// Attention for the queries that share one KV head, GEMM-like. Scores: the keys are stored in
+// tiles (kernels/kv_dtype.h), element d of 16 positions together, so a block of queries gets a
+// whole tile's scores from head_dim multiply-adds per query with its elements broadcast, each
+// tile loaded once for the block and no sums across vector lanes. Exponentials run per query.
+// Values: the outputs of several queries are summed in registers over the value rows, which are
+// visited in tiles of up to 64 positions so that every query group uses a tile while it is in
+// L1: a prefill task of many queries reads the cached rows from memory once. Needs AVX-512 and a
+// head size that is a multiple of 64, or AVX2 and a multiple of 16; heads of 8, 16 or 24
+// elements take the narrow path (narrow_values); otherwise each query sums its values with axpy.
 // Every function is a template on the stored element type: float (KvDtype::kF32) or Half
 // (kF16), widened to float where it is loaded (in registers, or one row at a time on the
 // portable path), so both types run the same float operations in the same order.
@@ -116,19 +117,59 @@ float normalise_probabilities(float* scores, int first, int n_pos, float* stats)
   }
 }
 
-// Each query separately: the portable path. `row` is scratch for one widened row.
+// a * b + c as the vector paths compute it: one rounding where the set has FMA.
+inline float mul_add(float a, float b, float c) {
+#if defined(__FMA__)
+  return __builtin_fmaf(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+inline float widen(float x) {
+  return x;
+}
+inline float widen(Half h) {
+  return half_to_float(h);
+}
+
+// The scaled score of every position of [first, n_pos) of each query, from key tiles of any
+// width, one position at a time: the portable path, which computes what the vector tiles compute
+// for each of their lanes.
 template <typename T>
-void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
-                int head_dim, float scale, float* scores, float* row) {
-  for_each_row<T>(spans, n_spans, query.first, query.n_pos, false, kv_stride,
-                  [&](int p, const T* key) {
-                    scores[p] = dot_f32(query.q, as_floats(key, head_dim, row), head_dim) * scale;
-                  });
-  const float inv_sum = normalise_probabilities<T>(scores, query.first, query.n_pos, query.stats);
+void scores_any_tiles(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                      int kv_stride, int head_dim, float scale, float* scores, size_t s_stride) {
+  for (int i = 0; i < nq; ++i) {
+    const AttentionQuery& query = queries[i];
+    float* row = scores + i * s_stride;
+    int span_start = 0;
+    for (int s = 0; s < n_spans && span_start < query.n_pos; span_start += spans[s].n, ++s) {
+      const int begin = std::max(query.first, span_start);
+      const int end = std::min(query.n_pos, span_start + spans[s].n);
+      const int w = spans[s].key_tile;
+      const T* keys = static_cast<const T*>(spans[s].keys);
+      for (int p = begin; p < end; ++p) {
+        const int j = p - span_start;
+        const T* k = keys + static_cast<size_t>(j / w) * kv_stride * w + j % w;
+        float sum = query.q[0] * widen(k[0]);
+        for (int d = 1; d < head_dim; ++d) {
+          sum = mul_add(query.q[d], widen(k[static_cast<size_t>(d) * w]), sum);
+        }
+        row[p] = sum * scale;
+      }
+    }
+  }
+}
+
+// out = sum_p probability_p v_p, then times inv_sum, for one query: the portable path. `row` is
+// scratch for one widened value row.
+template <typename T>
+void values_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, int kv_stride,
+                int head_dim, const float* probabilities, float inv_sum, float* row) {
   std::fill(query.out, query.out + head_dim, 0.0f);
   for_each_row<T>(spans, n_spans, query.first, query.n_pos, true, kv_stride,
                   [&](int p, const T* value) {
-                    axpy(query.out, scores[p], as_floats(value, head_dim, row), head_dim);
+                    axpy(query.out, probabilities[p], as_floats(value, head_dim, row), head_dim);
                   });
   if (inv_sum != 1.0f) {
     for (int d = 0; d < head_dim; ++d) query.out[d] *= inv_sum;
@@ -137,95 +178,22 @@ void attend_one(const AttentionQuery& query, const KvSpan* spans, int n_spans, i
 
 #if defined(__AVX2__)
 // Heads of 8, 16 or 24 elements (stories260K's are 8) are too narrow for the blocked kernels, and
-// a dot_f32 or axpy call per position cost more than its arithmetic (83% of stories260K's decode).
-// Here the keys come 8 positions at a time, transposed once (8 x 8 blocks: element d of the 8 rows
-// in one vector) for up to kNarrowScoreQueries queries, each of which then gets its 8 scores from
-// head_dim multiply-adds with its elements broadcast; the values of up to kNarrowGroup queries are
-// summed in registers in one pass over the rows. So the queries of a verify step or a GQA group
-// share that work. A score is q[0] k[0], then fused multiply-adds of q[d] k[d] in order of d,
-// then times the scale; an output element is axpy's fused multiply-adds in position order. Those
-// do not depend on the other queries, the spans or the position's place in its block.
-constexpr int kNarrowScoreQueries = 16;
+// an axpy call per position cost more than its arithmetic (83% of stories260K's decode). Here
+// the values of up to kNarrowGroup queries are summed in registers in one pass over the rows, so
+// the queries of a verify step or a GQA group share it. An output element is axpy's fused
+// multiply-adds in position order, which does not depend on the other queries or the spans.
 constexpr int kNarrowGroup = 4;
 
 inline bool is_narrow_head(int head_dim) {
   return head_dim % 8 == 0 && head_dim < 32;
 }
 
-// 8 consecutive elements as floats (also the AVX2 blocked kernel's loads).
+// 8 consecutive elements as floats.
 inline __m256 load8(const float* p) {
   return _mm256_loadu_ps(p);
 }
 inline __m256 load8(const Half* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-// Rows j of the 8 x 8 block r[0..7] become its columns: c[d] element j = r[j] element d.
-inline void transpose8(const __m256 r[8], __m256 c[8]) {
-  __m256 t[8], u[8];
-  for (int a = 0; a < 4; ++a) {
-    t[2 * a] = _mm256_unpacklo_ps(r[2 * a], r[2 * a + 1]);
-    t[2 * a + 1] = _mm256_unpackhi_ps(r[2 * a], r[2 * a + 1]);
-  }
-  for (int b = 0; b < 2; ++b) {
-    u[4 * b] = _mm256_shuffle_ps(t[4 * b], t[4 * b + 2], 0x44);
-    u[4 * b + 1] = _mm256_shuffle_ps(t[4 * b], t[4 * b + 2], 0xee);
-    u[4 * b + 2] = _mm256_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0x44);
-    u[4 * b + 3] = _mm256_shuffle_ps(t[4 * b + 1], t[4 * b + 3], 0xee);
-  }
-  for (int d = 0; d < 4; ++d) {
-    c[d] = _mm256_permute2f128_ps(u[d], u[d + 4], 0x20);
-    c[d + 4] = _mm256_permute2f128_ps(u[d], u[d + 4], 0x31);
-  }
-}
-
-// scores + i * s_stride gets query i's scaled scores at every position of the 8-position blocks
-// that meet its window (outside the window too: those are never read).
-template <typename T, int C>
-void narrow_scores(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
-                   int kv_stride, float scale, float* scores, size_t s_stride) {
-  int lo = queries[0].first, hi = queries[0].n_pos;
-  for (int i = 1; i < nq; ++i) {
-    lo = std::min(lo, queries[i].first);
-    hi = std::max(hi, queries[i].n_pos);
-  }
-  const __m256 vscale = _mm256_set1_ps(scale);
-  alignas(32) float kt[8 * C][8];  // element d of the block's 8 keys in kt[d]
-  int span_start = 0;
-  for (int s = 0; s < n_spans && span_start < hi; span_start += spans[s].n, ++s) {
-    const int begin = std::max(lo, span_start), end = std::min(hi, span_start + spans[s].n);
-    const T* keys = static_cast<const T*>(spans[s].keys);
-    for (int p0 = begin; p0 < end; p0 += 8) {
-      const int n = std::min(8, end - p0);
-      const T* key = keys + static_cast<size_t>(p0 - span_start) * kv_stride;
-      for (int c = 0; c < C; ++c) {
-        __m256 rows[8], cols[8];
-        for (int j = 0; j < 8; ++j) {
-          rows[j] =
-              j < n ? load8(key + static_cast<size_t>(j) * kv_stride + 8 * c) : _mm256_setzero_ps();
-        }
-        transpose8(rows, cols);
-        for (int d = 0; d < 8; ++d) _mm256_store_ps(kt[8 * c + d], cols[d]);
-      }
-      for (int i = 0; i < nq; ++i) {
-        if (p0 + n <= queries[i].first || p0 >= queries[i].n_pos) continue;
-        const float* q = queries[i].q;
-        __m256 sum = _mm256_mul_ps(_mm256_set1_ps(q[0]), _mm256_load_ps(kt[0]));
-        for (int d = 1; d < 8 * C; ++d) {
-          sum = _mm256_fmadd_ps(_mm256_set1_ps(q[d]), _mm256_load_ps(kt[d]), sum);
-        }
-        sum = _mm256_mul_ps(sum, vscale);
-        float* out = scores + i * s_stride + p0;
-        if (n == 8) {
-          _mm256_storeu_ps(out, sum);
-        } else {
-          alignas(32) float lanes[8];
-          _mm256_store_ps(lanes, sum);
-          std::copy(lanes, lanes + n, out);
-        }
-      }
-    }
-  }
 }
 
 // out += sum_p scores_g[p] v_p for the G queries over positions [first, stop), in position order.
@@ -291,42 +259,28 @@ void narrow_values(const AttentionQuery* queries, const KvSpan* spans, int n_spa
   }
 }
 
+// The values of every query, kNarrowGroup at a time (C vectors of 8 elements per output).
 template <typename T, int C>
-void attend_narrow(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
-                   int kv_stride, float scale, std::vector<float>& scratch) {
-  int n = 0;
-  for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
-  const size_t s_stride = static_cast<size_t>(n);
-  scratch.resize(kNarrowScoreQueries * s_stride);
-  for (int i0 = 0; i0 < nq; i0 += kNarrowScoreQueries) {
-    const int n_scored = std::min(kNarrowScoreQueries, nq - i0);
-    narrow_scores<T, C>(queries + i0, n_scored, spans, n_spans, kv_stride, scale, scratch.data(),
-                        s_stride);
-    for (int g0 = 0; g0 < n_scored; g0 += kNarrowGroup) {
-      const int group = std::min(kNarrowGroup, n_scored - g0);
-      const float* scores[kNarrowGroup];
-      float inv_sum[kNarrowGroup];
-      for (int g = 0; g < group; ++g) {
-        const AttentionQuery& query = queries[i0 + g0 + g];
-        float* row = scratch.data() + (g0 + g) * s_stride;
-        inv_sum[g] = normalise_probabilities<T>(row, query.first, query.n_pos, query.stats);
-        scores[g] = row;
-      }
-      const AttentionQuery* q = queries + i0 + g0;
-      switch (group) {
-        case 1:
-          narrow_values<T, C, 1>(q, spans, n_spans, kv_stride, scores, inv_sum);
-          break;
-        case 2:
-          narrow_values<T, C, 2>(q, spans, n_spans, kv_stride, scores, inv_sum);
-          break;
-        case 3:
-          narrow_values<T, C, 3>(q, spans, n_spans, kv_stride, scores, inv_sum);
-          break;
-        default:
-          narrow_values<T, C, 4>(q, spans, n_spans, kv_stride, scores, inv_sum);
-          break;
-      }
+void narrow_values_all(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                       int kv_stride, const float* scores, size_t s_stride, const float* inv_sum) {
+  for (int g0 = 0; g0 < nq; g0 += kNarrowGroup) {
+    const int group = std::min(kNarrowGroup, nq - g0);
+    const float* rows[kNarrowGroup];
+    for (int g = 0; g < group; ++g) rows[g] = scores + (g0 + g) * s_stride;
+    const AttentionQuery* q = queries + g0;
+    switch (group) {
+      case 1:
+        narrow_values<T, C, 1>(q, spans, n_spans, kv_stride, rows, inv_sum + g0);
+        break;
+      case 2:
+        narrow_values<T, C, 2>(q, spans, n_spans, kv_stride, rows, inv_sum + g0);
+        break;
+      case 3:
+        narrow_values<T, C, 3>(q, spans, n_spans, kv_stride, rows, inv_sum + g0);
+        break;
+      default:
+        narrow_values<T, C, 4>(q, spans, n_spans, kv_stride, rows, inv_sum + g0);
+        break;
     }
   }
 }
@@ -335,8 +289,14 @@ void attend_narrow(const AttentionQuery* queries, int nq, const KvSpan* spans, i
 #if defined(__AVX512F__)
 #define K25_ATTN_BLOCKED 1
 
-constexpr int kQueries = 4;       // queries per dots_block call
-constexpr int kKeys = 4;          // keys per dots_block call
+// Scores: blocks of up to kScoreQueries queries over score_tiles(n) key tiles (one vector each):
+// 16 accumulators, each broadcast element of a query used for every tile. A score is a chain of
+// head_dim dependent multiply-adds, so a block needs 8 or more chains to keep both FMA pipes busy:
+// fewer queries (a decode step's GQA group) take more tiles.
+constexpr int kScoreQueries = 8;
+constexpr int score_tiles(int n_queries) {
+  return n_queries <= 4 ? 4 : 2;
+}
 constexpr int kValueCols = 64;    // output columns per weighted_values call
 constexpr int kValueQueries = 4;  // 16 accumulators already; no wider call
 
@@ -347,67 +307,38 @@ inline __m512 load16(const float* p) {
 inline __m512 load16(const Half* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// The same, or zeros without reading memory when `present` is 0 (it is all or nothing).
-inline __m512 load16_if(const float* p, __mmask16 present) {
-  return _mm512_maskz_loadu_ps(present, p);
-}
-inline __m512 load16_if(const Half* p, __mmask16 present) {
-  return present != 0 ? load16(p) : _mm512_setzero_ps();
-}
 
-// The 16 lane sums of v[0..15], v[i + 4 * j] landing in element 4 * i + j: pairs of vectors
-// fold their halves together, then their 128-bit quarters, pairs and neighbours. Each sum
-// takes the same additions in the same order wherever its vector sits in v.
-inline __m512 reduce16(__m512 v[16]) {
-  __m512 s[8], t[4], w[2];
-  for (int a = 0; a < 8; ++a) {
-    s[a] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], 0x44),
-                         _mm512_shuffle_f32x4(v[2 * a], v[2 * a + 1], 0xee));
+// Scaled scores of NQ queries (q[i]) at the 16 positions of each of NT key tiles of width 16
+// (tiles[t], at the head's elements): out[i] + 16 * t. Lane j of a tile's accumulator is
+// q[0] k_j[0], then fused multiply-adds over d, as scores_any_tiles computes it.
+template <int NQ, int NT, typename T>
+inline void tile_scores(const float* const* q, const T* const* tiles, int head_dim, float scale,
+                        float* const* out) {
+  __m512 acc[NQ][NT];
+  for (int t = 0; t < NT; ++t) {
+    const __m512 k = load16(tiles[t]);
+    for (int i = 0; i < NQ; ++i) acc[i][t] = _mm512_mul_ps(_mm512_set1_ps(q[i][0]), k);
   }
-  for (int b = 0; b < 4; ++b) {
-    t[b] = _mm512_add_ps(_mm512_shuffle_f32x4(s[2 * b], s[2 * b + 1], 0x88),
-                         _mm512_shuffle_f32x4(s[2 * b], s[2 * b + 1], 0xdd));
-  }
-  for (int c = 0; c < 2; ++c) {
-    w[c] = _mm512_add_ps(_mm512_shuffle_ps(t[2 * c], t[2 * c + 1], 0x44),
-                         _mm512_shuffle_ps(t[2 * c], t[2 * c + 1], 0xee));
-  }
-  return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], 0x88), _mm512_shuffle_ps(w[0], w[1], 0xdd));
-}
-
-// Dots of NQ <= 4 queries (queries[i].q) with n_keys <= kKeys keys at k, k + stride, ...:
-// scores[i * s_stride + j]. A missing key's products are zeros, which leave the other sums bit for
-// bit unchanged, so a score does not depend on how many keys or queries shared its call. (`spare`
-// is the AVX2 kernel's: these stores are masked.)
-template <int NQ, typename T>
-void dots_block(const AttentionQuery* queries, const T* k, int stride, int n_keys, int head_dim,
-                float scale, float* scores, int s_stride, bool /*spare*/) {
-  __m512 acc[16];  // query i, key j at i + 4 * j
-  for (auto& a : acc) a = _mm512_setzero_ps();
-  __mmask16 present[kKeys];  // masked loads read nothing for missing keys
-  for (int j = 0; j < kKeys; ++j) present[j] = j < n_keys ? 0xffff : 0;
-  for (int c = 0; c < head_dim; c += 16) {
-    __m512 kv[kKeys];
-    for (int j = 0; j < kKeys; ++j) kv[j] = load16_if(k + j * stride + c, present[j]);
+  for (int d = 1; d < head_dim; ++d) {
+    __m512 k[NT];
+    for (int t = 0; t < NT; ++t) k[t] = load16(tiles[t] + 16 * d);
     for (int i = 0; i < NQ; ++i) {
-      const __m512 qv = _mm512_loadu_ps(queries[i].q + c);
-      for (int j = 0; j < kKeys; ++j) acc[i + 4 * j] = _mm512_fmadd_ps(qv, kv[j], acc[i + 4 * j]);
+      const __m512 qd = _mm512_set1_ps(q[i][d]);
+      for (int t = 0; t < NT; ++t) acc[i][t] = _mm512_fmadd_ps(qd, k[t], acc[i][t]);
     }
   }
-  const __m512 dots = _mm512_mul_ps(reduce16(acc), _mm512_set1_ps(scale));
-  const __mmask8 keep = static_cast<__mmask8>((1u << n_keys) - 1);
-  alignas(64) float lanes[16];
-  _mm512_store_ps(lanes, dots);
+  const __m512 vscale = _mm512_set1_ps(scale);
   for (int i = 0; i < NQ; ++i) {
-    _mm_mask_storeu_ps(scores + i * s_stride, keep, _mm_load_ps(lanes + 4 * i));
+    for (int t = 0; t < NT; ++t)
+      _mm512_storeu_ps(out[i] + 16 * t, _mm512_mul_ps(acc[i][t], vscale));
   }
 }
 
 // queries[i].out[c0, c0 + 64) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 64), or = when
 // `first`, for NQ queries (scores rows s_stride apart).
 template <int NQ, typename T>
-void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
-                     int c0, const AttentionQuery* queries, bool first) {
+void weighted_values(const float* scores, size_t s_stride, const T* v, int kv_stride, int p0,
+                     int p1, int c0, const AttentionQuery* queries, bool first) {
   __m512 acc[NQ][4];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 4; ++c) {
@@ -430,61 +361,47 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
 
 #elif defined(__AVX2__)
 #define K25_ATTN_BLOCKED 1
-// 12 accumulators, a query and the keys fill the 16 ymm registers (the compiler takes some keys
-// as memory operands); each query's 4 scores land in one 128-bit vector, stored as they are.
-constexpr int kQueries = 3;
-constexpr int kKeys = 4;
+// Scores: 6 queries over one key tile of 16 (two vectors): 12 accumulators, two key vectors and a
+// broadcast fill the 16 ymm registers. A score is a chain of head_dim dependent multiply-adds, so
+// a block needs 8 or more chains to keep both FMA pipes busy: fewer queries (a decode step's GQA
+// group) take more tiles.
+constexpr int kScoreQueries = 6;
+constexpr int score_tiles(int n_queries) {
+  return n_queries == 1 ? 4 : n_queries <= 3 ? 2 : 1;
+}
 constexpr int kValueCols = 16;  // 2 vectors of output columns per query
 // 12 accumulators, 2 value vectors and a broadcast probability fill the registers, 8 loads per
 // 12 multiply-adds (4 queries: 6 per 8; 2 or 3 queries of 4 vectors were 10-25% slower).
 constexpr int kValueQueries = 6;
 
-// _mm256_hadd_ps(a, b) as two shuffles and an add: the same sums of the same neighbours, and
-// the shuffles issue on more ports than hadd's.
-inline __m256 pair_sums(__m256 a, __m256 b) {
-  return _mm256_add_ps(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xdd));
-}
-
-// The 4 lane sums of v[0..3], element k = sum of v[k]: sums of neighbours, of pairs, then the
-// two 128-bit halves. Every sum is ((x0+x1)+(x2+x3))+((x4+x5)+(x6+x7)).
-inline __m128 reduce4(const __m256 v[4]) {
-  const __m256 g = pair_sums(pair_sums(v[0], v[1]), pair_sums(v[2], v[3]));
-  return _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));
-}
-
-// Dots of NQ queries (queries[i].q) with n_keys <= kKeys keys at k, k + stride, ...: scores[i *
-// s_stride + j], for j < n_keys; when `spare` the call may also write zeros at j in [n_keys, kKeys)
-// (the row has room there). A missing key reads nothing and its products are zeros, so a score does
-// not depend on how many keys or queries shared its call.
-template <int NQ, typename T>
-void dots_block(const AttentionQuery* queries, const T* k, int stride, int n_keys, int head_dim,
-                float scale, float* scores, int s_stride, bool spare) {
-  __m256 acc[NQ][kKeys];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_ps();
-  }
-  bool present[kKeys];
-  for (int j = 0; j < kKeys; ++j) present[j] = j < n_keys;
-  for (int c = 0; c < head_dim; c += 8) {
-    __m256 kv[kKeys];
-    for (int j = 0; j < kKeys; ++j) {
-      kv[j] = present[j] ? load8(k + j * stride + c) : _mm256_setzero_ps();
-    }
+// Scaled scores of NQ queries (q[i]) at the 16 positions of each of NT key tiles of width 16
+// (tiles[t], at the head's elements; two vectors each): out[i] + 16 * t. Lane j of a tile is
+// q[0] k_j[0], then fused multiply-adds over d, as scores_any_tiles computes it.
+template <int NQ, int NT, typename T>
+inline void tile_scores(const float* const* q, const T* const* tiles, int head_dim, float scale,
+                        float* const* out) {
+  constexpr int NV = 2 * NT;  // key vectors per element d
+  __m256 acc[NQ][NV];
+  {
+    __m256 k[NV];
+    for (int v = 0; v < NV; ++v) k[v] = load8(tiles[v / 2] + 8 * (v % 2));
     for (int i = 0; i < NQ; ++i) {
-      const __m256 qv = _mm256_loadu_ps(queries[i].q + c);
-      for (int j = 0; j < kKeys; ++j) acc[i][j] = _mm256_fmadd_ps(qv, kv[j], acc[i][j]);
+      const __m256 q0 = _mm256_set1_ps(q[i][0]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_mul_ps(q0, k[v]);
     }
   }
-  const __m128 s = _mm_set1_ps(scale);
+  for (int d = 1; d < head_dim; ++d) {
+    __m256 k[NV];
+    for (int v = 0; v < NV; ++v) k[v] = load8(tiles[v / 2] + 16 * d + 8 * (v % 2));
+    for (int i = 0; i < NQ; ++i) {
+      const __m256 qd = _mm256_broadcast_ss(q[i] + d);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(qd, k[v], acc[i][v]);
+    }
+  }
+  const __m256 vscale = _mm256_set1_ps(scale);
   for (int i = 0; i < NQ; ++i) {
-    const __m128 dots = _mm_mul_ps(reduce4(acc[i]), s);
-    float* row = scores + i * s_stride;
-    if (n_keys == kKeys || spare) {
-      _mm_storeu_ps(row, dots);
-    } else {
-      alignas(16) float lanes[kKeys];
-      _mm_store_ps(lanes, dots);
-      std::copy(lanes, lanes + n_keys, row);
+    for (int v = 0; v < NV; ++v) {
+      _mm256_storeu_ps(out[i] + 8 * v, _mm256_mul_ps(acc[i][v], vscale));
     }
   }
 }
@@ -492,8 +409,8 @@ void dots_block(const AttentionQuery* queries, const T* k, int stride, int n_key
 // queries[i].out[c0, c0 + 16) += sum_{p in [p0, p1)} scores[i][p] * v_p[c0, c0 + 16), or = when
 // `first`, for NQ queries (scores rows s_stride apart).
 template <int NQ, typename T>
-void weighted_values(const float* scores, int s_stride, const T* v, int kv_stride, int p0, int p1,
-                     int c0, const AttentionQuery* queries, bool first) {
+void weighted_values(const float* scores, size_t s_stride, const T* v, int kv_stride, int p0,
+                     int p1, int c0, const AttentionQuery* queries, bool first) {
   __m256 acc[NQ][2];
   for (int i = 0; i < NQ; ++i) {
     for (int c = 0; c < 2; ++c) {
@@ -516,9 +433,10 @@ void weighted_values(const float* scores, int s_stride, const T* v, int kv_strid
 #endif
 
 #if defined(K25_ATTN_BLOCKED)
-// Keys are visited in tiles of at most this many positions (inside one span): a tile's rows stay
-// in L1 while every block of 4 queries uses them.
-constexpr int kKeyTile = 64;
+// Value rows are visited in tiles of at most this many positions (inside one span): a tile's rows
+// stay in L1 while every query group uses them. Scores visit key tiles in groups of as many
+// positions, for the same reason.
+constexpr int kRowTile = 64;
 
 // Asks for rows [0, n) of a span (head_dim elements each, kv_stride apart) to be brought into
 // cache, one 64-byte line at a time.
@@ -531,31 +449,38 @@ void prefetch_rows(const T* rows, int n, int kv_stride, int head_dim) {
   }
 }
 
-// Spans ahead whose rows are prefetched (see for_each_tile).
+// The same for a key tile of 16 positions (16 * head_dim contiguous elements).
+template <typename T>
+void prefetch_tile(const T* tile, int head_dim) {
+  const char* bytes = reinterpret_cast<const char*>(tile);
+  const size_t n = static_cast<size_t>(head_dim) * kKeyTile * sizeof(T);
+  for (size_t b = 0; b < n; b += 64) _mm_prefetch(bytes + b, _MM_HINT_T0);
+}
+
+// Spans ahead whose rows are prefetched (see for_each_value_tile).
 constexpr int kPrefetchSpans = 2;
 
-// Calls tile(first_position, keys, values, offset, n) for consecutive tiles covering positions
+// Calls tile(first_position, values, offset, n) for consecutive value tiles covering positions
 // [0, n). The spans are the KV pool's pages: 16 rows of a head, scattered in memory, too short
 // for the hardware prefetcher, and in decode nearly every row comes from DRAM (the loads of the
-// first keys were a third of decode attention's samples). So the keys (or values) of the spans
+// first rows were a third of decode attention's samples). So the values of the spans
 // kPrefetchSpans ahead are prefetched while the current one runs.
 template <typename T, typename Fn>
-void for_each_tile(const KvSpan* spans, int n_spans, int n, bool values, int kv_stride,
-                   int head_dim, Fn&& tile) {
+void for_each_value_tile(const KvSpan* spans, int n_spans, int n, int kv_stride, int head_dim,
+                         Fn&& tile) {
   int span_start = 0;
   int ahead = 0, ahead_start = 0;  // the next span to prefetch and its first position
   for (int s = 0; s < n_spans && span_start < n; ++s) {
     const int stop = std::min(n, span_start + spans[s].n);
     for (; ahead < n_spans && ahead <= s + kPrefetchSpans && ahead_start < n; ++ahead) {
       const KvSpan& next = spans[ahead];
-      const int rows = std::min({next.n, n - ahead_start, kKeyTile});
-      prefetch_rows(static_cast<const T*>(values ? next.values : next.keys), rows, kv_stride,
-                    head_dim);
+      const int rows = std::min({next.n, n - ahead_start, kRowTile});
+      prefetch_rows(static_cast<const T*>(next.values), rows, kv_stride, head_dim);
       ahead_start += next.n;
     }
-    for (int p = span_start; p < stop; p += kKeyTile) {
-      tile(p, static_cast<const T*>(spans[s].keys), static_cast<const T*>(spans[s].values),
-           static_cast<size_t>(p - span_start), std::min(kKeyTile, stop - p));
+    for (int p = span_start; p < stop; p += kRowTile) {
+      tile(p, static_cast<const T*>(spans[s].values), static_cast<size_t>(p - span_start),
+           std::min(kRowTile, stop - p));
     }
     span_start = stop;
   }
@@ -574,61 +499,83 @@ void with_count(int n, Fn&& fn) {
   fn(std::integral_constant<int, Max>{});
 }
 
-// Every query, tile by tile: scores (causal per block), exp per query over its window, then the
-// values, divided by the exp sum at the end. Scores take blocks of up to kQueries queries, the
-// values groups of up to kValueQueries. Each score and each output element is computed by the
-// same operations in the same order whatever the other queries of the call are, so results do
-// not depend on how a batch groups its queries.
-// Flattened: GCC's inlining budget for this file gave the F16 instantiation (k25-server's default
-// cache) less of its kernels inlined than the F32 one (102 against 138 multiply-adds in its code
-// on the avx2 set), 10-14% slower (kernels_bench BM_AttendPaged); changes that added an
-// instantiation moved that loss onto the F32 one.
+// The key tiles of the first n positions, in order, when every span holds tiles of kKeyTile and
+// every span but the last a whole number of them (what the caches give); false otherwise.
 template <typename T>
-[[gnu::flatten]] void attend_blocked(const AttentionQuery* queries, int nq, const KvSpan* spans,
-                                     int n_spans, int kv_stride, int head_dim, float scale,
-                                     std::vector<float>& scratch) {
-  const int n_blocks = (nq + kQueries - 1) / kQueries;
+bool key_tiles(const KvSpan* spans, int n_spans, int n, int kv_stride, std::vector<const T*>& out) {
+  out.clear();
+  int span_start = 0;
+  for (int s = 0; s < n_spans && span_start < n; span_start += spans[s].n, ++s) {
+    if (spans[s].key_tile != kKeyTile) return false;
+    if (span_start + spans[s].n < n && spans[s].n % kKeyTile != 0) return false;
+    const T* keys = static_cast<const T*>(spans[s].keys);
+    for (int j = 0; j < spans[s].n && span_start + j < n; j += kKeyTile) {
+      out.push_back(keys + static_cast<size_t>(j / kKeyTile) * kv_stride * kKeyTile);
+    }
+  }
+  return true;
+}
+
+// The scaled scores of every query from whole key tiles (key_tiles()), scores row i at
+// scores + i * s_stride (s_stride a multiple of kKeyTile: a tile's 16 scores are stored whole,
+// outside the query's window too; those are never read). Blocks of kScoreQueries queries take
+// the tiles a group of kRowTile positions at a time, each block only those up to its last
+// position.
+template <typename T>
+void tiled_scores(const AttentionQuery* queries, int nq, const std::vector<const T*>& tiles,
+                  int head_dim, float scale, float* scores, size_t s_stride) {
+  const int n_blocks = (nq + kScoreQueries - 1) / kScoreQueries;
+  std::vector<int> tile_begin(n_blocks, INT32_MAX), tile_end(n_blocks, 0);
+  for (int i = 0; i < nq; ++i) {
+    const int b = i / kScoreQueries;
+    tile_begin[b] = std::min(tile_begin[b], queries[i].first / kKeyTile);
+    tile_end[b] = std::max(tile_end[b], (queries[i].n_pos + kKeyTile - 1) / kKeyTile);
+  }
+  constexpr int kGroupTiles = kRowTile / kKeyTile;
+  const int n_tiles = static_cast<int>(tiles.size());
+  for (int g0 = 0; g0 < n_tiles; g0 += kGroupTiles) {
+    const int g1 = std::min(n_tiles, g0 + kGroupTiles);
+    for (int t = g1; t < std::min(n_tiles, g1 + kGroupTiles); ++t)
+      prefetch_tile(tiles[t], head_dim);
+    for (int b = 0; b < n_blocks; ++b) {
+      const int first = b * kScoreQueries;
+      const int t0 = std::max(g0, tile_begin[b]), t1 = std::min(g1, tile_end[b]);
+      if (t0 >= t1) continue;
+      with_count<kScoreQueries>(std::min(kScoreQueries, nq - first), [&](auto block) {
+        constexpr int NQ = decltype(block)::value;
+        const float* q[NQ];
+        float* out[NQ];
+        for (int i = 0; i < NQ; ++i) q[i] = queries[first + i].q;
+        constexpr int NT = score_tiles(NQ);
+        const auto run = [&](int t, auto n_tiles) {
+          for (int i = 0; i < NQ; ++i) out[i] = scores + (first + i) * s_stride + t * kKeyTile;
+          tile_scores<NQ, decltype(n_tiles)::value>(q, &tiles[t], head_dim, scale, out);
+        };
+        int t = t0;
+        for (; t + NT <= t1; t += NT) run(t, std::integral_constant<int, NT>{});
+        if constexpr (NT > 2) {
+          for (; t + 2 <= t1; t += 2) run(t, std::integral_constant<int, 2>{});
+        }
+        if constexpr (NT > 1) {
+          for (; t < t1; ++t) run(t, std::integral_constant<int, 1>{});
+        }
+      });
+    }
+  }
+}
+
+// The weighted values of every query (probabilities in its score row, zero outside its window up
+// to its group's last position), groups of up to kValueQueries queries, tile by tile; then each
+// output times its inv_sum.
+template <typename T>
+void blocked_values(const AttentionQuery* queries, int nq, const KvSpan* spans, int n_spans,
+                    int kv_stride, int head_dim, const float* scores, size_t s_stride,
+                    const int* group_limit, const float* inv_sum) {
   const int n_groups = (nq + kValueQueries - 1) / kValueQueries;
   int n = 0;
   for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
-  const int s_stride = n;
-  scratch.resize(static_cast<size_t>(nq) * s_stride);
-  float* scores = scratch.data();
-  std::vector<int> limit(n_blocks, 0), group_limit(n_groups, 0);
-  for (int i = 0; i < nq; ++i) {
-    limit[i / kQueries] = std::max(limit[i / kQueries], queries[i].n_pos);
-    group_limit[i / kValueQueries] = std::max(group_limit[i / kValueQueries], queries[i].n_pos);
-  }
-  const auto score_row = [&](int i) { return scores + static_cast<size_t>(i) * s_stride; };
-
-  for_each_tile<T>(spans, n_spans, n, false, kv_stride, head_dim,
-                   [&](int p0, const T* k0, const T*, size_t offset, int len) {
-                     for (int b = 0; b < n_blocks; ++b) {
-                       with_count<kQueries>(std::min(kQueries, nq - b * kQueries), [&](auto block) {
-                         const int stop = std::min(p0 + len, limit[b]);
-                         const T* k = k0 + offset * kv_stride;
-                         for (int p = p0; p < stop; p += kKeys, k += kKeys * kv_stride) {
-                           dots_block<decltype(block)::value>(&queries[b * kQueries], k, kv_stride,
-                                                              std::min(kKeys, stop - p), head_dim,
-                                                              scale, score_row(b * kQueries) + p,
-                                                              s_stride, p + kKeys <= s_stride);
-                         }
-                       });
-                     }
-                   });
-  std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
-  for (int i = 0; i < nq; ++i) {
-    float* row = score_row(i);
-    const AttentionQuery& query = queries[i];
-    inv_sum[i] = normalise_probabilities<T>(row, query.first, query.n_pos, query.stats);
-    // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum unchanged)
-    // up to the last position its value group reads.
-    std::fill(row, row + query.first, 0.0f);
-    std::fill(row + query.n_pos, row + group_limit[i / kValueQueries], 0.0f);
-  }
-  for_each_tile<T>(
-      spans, n_spans, n, true, kv_stride, head_dim,
-      [&](int p0, const T*, const T* v0, size_t offset, int len) {
+  for_each_value_tile<T>(
+      spans, n_spans, n, kv_stride, head_dim, [&](int p0, const T* v0, size_t offset, int len) {
         for (int g = 0; g < n_groups; ++g) {
           const int stop = std::min(p0 + len, group_limit[g]);
           if (stop <= p0) continue;
@@ -636,8 +583,9 @@ template <typename T>
           const int first = g * kValueQueries;
           with_count<kValueQueries>(std::min(kValueQueries, nq - first), [&](auto group) {
             for (int c0 = 0; c0 < head_dim; c0 += kValueCols) {
-              weighted_values<decltype(group)::value>(score_row(first), s_stride, v, kv_stride, p0,
-                                                      stop, c0, &queries[first], p0 == 0);
+              weighted_values<decltype(group)::value>(scores + first * s_stride, s_stride, v,
+                                                      kv_stride, p0, stop, c0, &queries[first],
+                                                      p0 == 0);
             }
           });
         }
@@ -648,12 +596,57 @@ template <typename T>
 }
 #endif  // K25_ATTN_BLOCKED
 
+// Every query: scores (from whole key tiles in vector registers where the caches give them, else
+// position by position, the same bits either way), exp per query over its window, then the
+// values, divided by the exp sum at the end. Each score and each output element is computed by
+// the same operations in the same order whatever the other queries of the call are, so results
+// do not depend on how a batch groups its queries.
+// Flattened: GCC's inlining budget for this file gave the F16 instantiation (k25-server's default
+// cache) less of its kernels inlined than the F32 one (102 against 138 multiply-adds in its code
+// on the avx2 set), 10-14% slower (kernels_bench BM_AttendPaged); changes that added an
+// instantiation moved that loss onto the F32 one.
 template <typename T>
-void attend(const AttentionQuery* queries, int n_queries, const KvSpan* spans, int n_spans,
-            int kv_stride, int head_dim, float scale, std::vector<float>& scores) {
+[[gnu::flatten]] void attend(const AttentionQuery* queries, int nq, const KvSpan* spans,
+                             int n_spans, int kv_stride, int head_dim, float scale,
+                             std::vector<float>& scratch) {
+  int n = 0;
+  for (int i = 0; i < nq; ++i) n = std::max(n, queries[i].n_pos);
+  const size_t s_stride = (static_cast<size_t>(n) + kKeyTile - 1) / kKeyTile * kKeyTile;
+  // The score rows, then one widened value row for the portable values.
+  scratch.resize(static_cast<size_t>(nq) * s_stride + head_dim);
+  float* scores = scratch.data();
+#if defined(K25_ATTN_BLOCKED)
+  thread_local std::vector<const T*> tiles;
+  if (key_tiles<T>(spans, n_spans, n, kv_stride, tiles)) {
+    tiled_scores<T>(queries, nq, tiles, head_dim, scale, scores, s_stride);
+  } else {
+    scores_any_tiles<T>(queries, nq, spans, n_spans, kv_stride, head_dim, scale, scores, s_stride);
+  }
+#else
+  scores_any_tiles<T>(queries, nq, spans, n_spans, kv_stride, head_dim, scale, scores, s_stride);
+#endif
+  std::vector<float> inv_sum(nq);  // softmax's division, applied to the outputs at the end
+  for (int i = 0; i < nq; ++i) {
+    const AttentionQuery& query = queries[i];
+    inv_sum[i] =
+        normalise_probabilities<T>(scores + i * s_stride, query.first, query.n_pos, query.stats);
+  }
 #if defined(K25_ATTN_BLOCKED)
   if (head_dim % kValueCols == 0) {
-    attend_blocked<T>(queries, n_queries, spans, n_spans, kv_stride, head_dim, scale, scores);
+    const int n_groups = (nq + kValueQueries - 1) / kValueQueries;
+    std::vector<int> group_limit(n_groups, 0);
+    for (int i = 0; i < nq; ++i) {
+      group_limit[i / kValueQueries] = std::max(group_limit[i / kValueQueries], queries[i].n_pos);
+    }
+    for (int i = 0; i < nq; ++i) {
+      // Positions outside the query's window weigh nothing (adding 0 * v leaves a sum
+      // unchanged) up to the last position its value group reads.
+      float* row = scores + i * s_stride;
+      std::fill(row, row + queries[i].first, 0.0f);
+      std::fill(row + queries[i].n_pos, row + group_limit[i / kValueQueries], 0.0f);
+    }
+    blocked_values<T>(queries, nq, spans, n_spans, kv_stride, head_dim, scores, s_stride,
+                      group_limit.data(), inv_sum.data());
     return;
   }
 #endif
@@ -661,24 +654,25 @@ void attend(const AttentionQuery* queries, int n_queries, const KvSpan* spans, i
   if (is_narrow_head(head_dim)) {
     switch (head_dim / 8) {
       case 1:
-        attend_narrow<T, 1>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        narrow_values_all<T, 1>(queries, nq, spans, n_spans, kv_stride, scores, s_stride,
+                                inv_sum.data());
         break;
       case 2:
-        attend_narrow<T, 2>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        narrow_values_all<T, 2>(queries, nq, spans, n_spans, kv_stride, scores, s_stride,
+                                inv_sum.data());
         break;
       default:
-        attend_narrow<T, 3>(queries, n_queries, spans, n_spans, kv_stride, scale, scores);
+        narrow_values_all<T, 3>(queries, nq, spans, n_spans, kv_stride, scores, s_stride,
+                                inv_sum.data());
         break;
     }
     return;
   }
 #endif
-  int n = 0;
-  for (int i = 0; i < n_queries; ++i) n = std::max(n, queries[i].n_pos);
-  scores.resize(static_cast<size_t>(n) + head_dim);  // the scores, then one widened row
-  for (int i = 0; i < n_queries; ++i) {
-    attend_one<T>(queries[i], spans, n_spans, kv_stride, head_dim, scale, scores.data(),
-                  scores.data() + n);
+  float* row = scores + static_cast<size_t>(nq) * s_stride;
+  for (int i = 0; i < nq; ++i) {
+    values_one<T>(queries[i], spans, n_spans, kv_stride, head_dim, scores + i * s_stride,
+                  inv_sum[i], row);
   }
 }
 
