@@ -117,9 +117,11 @@ float normalise_probabilities(float* scores, int first, int n_pos, float* stats)
   }
 }
 
-// a * b + c as the vector paths compute it: one rounding where the set has FMA.
+// a * b + c as the vector paths compute it: one rounding where the target has FMA (aarch64
+// always has; GCC would fuse a plain a * b + c there at -O2 but not at -O1, so it is explicit).
+// An x86 target without FMA rounds the product and the sum separately.
 inline float mul_add(float a, float b, float c) {
-#if defined(__FMA__)
+#if defined(__FMA__) || defined(__aarch64__)
   return __builtin_fmaf(a, b, c);
 #else
   return a * b + c;
