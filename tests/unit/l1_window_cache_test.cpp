@@ -10,8 +10,8 @@
 #include "core/error.h"
 #include "engine/batched_bench.h"
 #include "interleaved_run.h"
-#include "key_runs.h"
 #include "kv/paged_kv_cache.h"
+#include "kv_runs.h"
 #include "model/model.h"
 #include "test_paths.h"
 
@@ -46,17 +46,12 @@ void store_positions(KvCache& kv, int seq, int first, int last, int version = 0)
 // Reads positions [0, n) run by run, as attention does, and checks every element.
 void expect_rows(KvCache& kv, int seq, int n, int version = 0) {
   for (int layer = 0; layer < kLayers; ++layer) {
-    for (int p = 0; p < n;) {
-      int run = 0;
-      const float* row = kv.values(seq, layer, p, &run);
-      ASSERT_GE(run, 1);
-      for (const int stop = std::min(n, p + run); p < stop; ++p, row += kKvDim) {
-        for (int i = 0; i < kKvDim; ++i) {
-          ASSERT_EQ(row[i], tag(seq, layer, true, p, i, version))
-              << "seq " << seq << " layer " << layer << " pos " << p << " value";
-        }
+    testing::for_each_value(kv, seq, layer, n, kKvDim, [&](int p, const float* row) {
+      for (int i = 0; i < kKvDim; ++i) {
+        ASSERT_EQ(row[i], tag(seq, layer, true, p, i, version))
+            << "seq " << seq << " layer " << layer << " pos " << p << " value";
       }
-    }
+    });
     testing::for_each_key(kv, seq, layer, n, kKvDim, [&](int p, auto element) {
       for (int i = 0; i < kKvDim; ++i) {
         ASSERT_EQ(element(i), tag(seq, layer, false, p, i, version))

@@ -12,7 +12,7 @@
 
 #include "core/error.h"
 #include "interleaved_run.h"
-#include "key_runs.h"
+#include "kv_runs.h"
 #include "model/model.h"
 #include "test_paths.h"
 
@@ -39,17 +39,12 @@ void write_row(KvCache& kv, int seq, int layer, int pos, int kv_dim) {
 // element.
 void expect_rows(KvCache& kv, int seq, int n_layers, int n, int kv_dim) {
   for (int layer = 0; layer < n_layers; ++layer) {
-    for (int p = 0; p < n;) {
-      int run = 0;
-      const float* row = kv.values(seq, layer, p, &run);
-      ASSERT_GE(run, 1);
-      for (const int stop = std::min(n, p + run); p < stop; ++p, row += kv_dim) {
-        for (int i = 0; i < kv_dim; ++i) {
-          ASSERT_EQ(row[i], tag(seq, layer, true, p, i))
-              << "seq " << seq << " layer " << layer << " pos " << p << " value";
-        }
+    testing::for_each_value(kv, seq, layer, n, kv_dim, [&](int p, const float* row) {
+      for (int i = 0; i < kv_dim; ++i) {
+        ASSERT_EQ(row[i], tag(seq, layer, true, p, i))
+            << "seq " << seq << " layer " << layer << " pos " << p << " value";
       }
-    }
+    });
     testing::for_each_key(kv, seq, layer, n, kv_dim, [&](int p, auto element) {
       for (int i = 0; i < kv_dim; ++i) {
         ASSERT_EQ(element(i), tag(seq, layer, false, p, i))
