@@ -1,4 +1,5 @@
-// A whole file mapped read-only into memory (model weights are read straight from the mapping).
+// A whole file mapped read-only into memory (model weights are read straight from the mapping),
+// with the file kept open for reads that bypass the mapping (read()).
 #pragma once
 
 #include <cstddef>
@@ -20,9 +21,19 @@ class MappedFile {
 
   const uint8_t* data() const { return static_cast<const uint8_t*>(data_); }
   size_t size() const { return size_; }
+  // Whether [at, at + bytes) lies inside the mapping.
+  bool contains(const void* at, size_t bytes) const;
+  // Copies the `bytes` at `at` (inside the mapping) into `dst` by reading the file, so that no
+  // page of the mapping becomes resident: for small lookups such as one token's embedding row,
+  // which through the mapping map the whole page-cache folio around it (2 MiB on ext4 with large
+  // folios, Linux 6.18), so that a few dozen distinct tokens put a model's whole embedding table
+  // in the process's resident set. Throws k25::Error on a range outside the mapping or a failed
+  // read.
+  void read(const void* at, size_t bytes, void* dst) const;
 
  private:
-  MappedFile(void* data, size_t size) : data_(data), size_(size) {}
+  MappedFile(int fd, void* data, size_t size) : fd_(fd), data_(data), size_(size) {}
+  int fd_;
   void* data_;
   size_t size_;
 };

@@ -8,6 +8,8 @@
 
 namespace k25 {
 
+class MappedFile;
+
 // Values are GGML's type ids, as stored in GGUF tensor infos.
 enum class DType : uint32_t {
   F32 = 0,
@@ -50,6 +52,9 @@ struct TensorView {
   // When set, the same matrix repacked for the matmul kernels (see kernels/repack.h), which
   // read it instead of `data`.
   const void* packed = nullptr;
+  // The read-only file mapping `data` lies in, if any: row lookups read it with
+  // MappedFile::read rather than through the mapping (see there).
+  const MappedFile* file = nullptr;
 
   int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
   int64_t row_length() const { return ne[0]; }

@@ -471,6 +471,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<MappedFile> mapping = MappedFile::open(path, "GGUF model");
   std::unique_ptr<GgufFile> file = parse(mapping->data(), mapping->size(), path);
   file->mapping_ = std::move(mapping);
+  for (TensorView& t : file->tensors_) t.file = file->mapping_.get();
   return file;
 }
 

@@ -198,6 +198,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
   std::unique_ptr<MappedFile> mapping = MappedFile::open(path, "safetensors file");
   std::unique_ptr<SafetensorsFile> file = parse(mapping->data(), mapping->size(), path);
   file->mapping_ = std::move(mapping);
+  for (TensorView& t : file->tensors_) t.file = file->mapping_.get();
   return file;
 }
 

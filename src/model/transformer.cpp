@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/parallel_rows.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
@@ -202,6 +203,11 @@ void Transformer::embed(const std::vector<BatchToken>& batch, KvCache& kv) {
     }
     kv.reserve(bt.seq, bt.pos + 1);
     const auto* row = static_cast<const uint8_t*>(embedding.data) + bt.token * embd_row_bytes;
+    if (embedding.file != nullptr && embedding.file->contains(row, embd_row_bytes)) {
+      embd_row_.resize(embd_row_bytes);
+      embedding.file->read(row, embd_row_bytes, embd_row_.data());
+      row = embd_row_.data();
+    }
     float* x = x_.data() + t * dim;
     dequantize_row(embedding.type, row, x, c.dim);
     if (c.embedding_scale != 1.0f) {

@@ -66,7 +66,8 @@ class Transformer final : public Model {
   std::vector<Rope> rope_;  // per layer
   // Activations, reused across calls (forward is not reentrant).
   std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
-  std::vector<float> gathered_;  // on_rows: the residual rows of the tokens outside the block
+  std::vector<uint8_t> embd_row_;  // one token's embedding row, read from the model file
+  std::vector<float> gathered_;    // on_rows: the residual rows of the tokens outside the block
   std::vector<std::vector<float>> scores_;  // per thread
   // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
   std::vector<float> parts_, part_stats_;
