@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "engine/engine_sequence.h"
 #include "engine/step_cost.h"
+#include "kernels/kv_dtype.h"
 
 namespace k25 {
 
@@ -69,6 +70,12 @@ Engine::Engine(Model& model, EngineOptions options)
          kv_->pool().page_bytes(), " bytes)");
   }
   stats_.kv_pages_total = kv_->pool().pages_total();
+  if (options_.kv_page_tokens % kKeyTile != 0) {
+    std::cerr << "warning: KV pages of " << options_.kv_page_tokens
+              << " positions (flash_scheduler.l2_page_tokens) cannot hold whole key tiles of "
+              << kKeyTile
+              << ": attention scores them position by position, the slow path; use 16 or more\n";
+  }
   if (options_.l1_window > 0) {
     l1_ = std::make_unique<L1WindowKvCache>(*kv_, c.n_layers, kv_dim, options_.l1_window);
   }

@@ -408,6 +408,20 @@ TEST(Engine, PreemptedSequenceRecomputesItsKvWhenMemoryRunsOut) {
             engine.stats().prefix_cache_pages.load());
 }
 
+TEST(Engine, WarnsAtStartWhenKvPagesAreNarrowerThanAKeyTile) {
+  FakeModel model;
+  EngineOptions o = small_options();
+  for (const int page_tokens : {4, 16, 32}) {
+    o.kv_page_tokens = page_tokens;
+    ::testing::internal::CaptureStderr();
+    { Engine engine(model, o); }
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const bool warned = err.find("warning: KV pages of " + std::to_string(page_tokens) +
+                                 " positions") != std::string::npos;
+    EXPECT_EQ(warned, page_tokens < 16) << page_tokens << ": " << err;
+  }
+}
+
 TEST(Engine, LongPromptIsSplitSoAShortRequestsFirstTokenComesFirst) {
   FakeModel model(/*context_length=*/256);
   model.hold();
