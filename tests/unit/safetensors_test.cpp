@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "parse_error.h"
 
 namespace k25 {
@@ -100,6 +101,11 @@ TEST(SafetensorsFile, RoundTrip) {
   EXPECT_EQ(emb->bytes, 24u);
   EXPECT_EQ(std::memcmp(emb->data, s.f32.data(), 24), 0);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(emb->data) % 8, 0u);
+  // Row lookups read the file through the mapping's fd (MappedFile::read) and get the same bytes.
+  ASSERT_NE(emb->file, nullptr);
+  float row[3];
+  emb->file->read(static_cast<const uint8_t*>(emb->data) + 12, sizeof(row), row);
+  EXPECT_EQ(std::memcmp(row, s.f32.data() + 3, sizeof(row)), 0);
   const TensorView* head = f->tensor("lm_head.weight");
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->type, DType::BF16);
