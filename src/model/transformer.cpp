@@ -193,6 +193,13 @@ void Transformer::embed(const std::vector<BatchToken>& batch, KvCache& kv) {
   x_.resize(n * dim);
   xn_.resize(n * dim);
   const size_t embd_row_bytes = row_bytes(embedding.type, c.dim);
+  // The table lies in a file mapping (GGUF, safetensors) or in memory the loader wrote: decided
+  // once for the whole table, rows then come from the file (MappedFile::read) or from memory.
+  const MappedFile* file =
+      embedding.file != nullptr && embedding.file->contains(embedding.data, embedding.bytes)
+          ? embedding.file
+          : nullptr;
+  if (file != nullptr) embd_row_.resize(embd_row_bytes);
   for (int t = 0; t < n; ++t) {
     const BatchToken& bt = batch[t];
     if (bt.token < 0 || bt.token >= c.n_vocab) {
@@ -203,9 +210,8 @@ void Transformer::embed(const std::vector<BatchToken>& batch, KvCache& kv) {
     }
     kv.reserve(bt.seq, bt.pos + 1);
     const auto* row = static_cast<const uint8_t*>(embedding.data) + bt.token * embd_row_bytes;
-    if (embedding.file != nullptr && embedding.file->contains(row, embd_row_bytes)) {
-      embd_row_.resize(embd_row_bytes);
-      embedding.file->read(row, embd_row_bytes, embd_row_.data());
+    if (file != nullptr) {
+      file->read(row, embd_row_bytes, embd_row_.data());
       row = embd_row_.data();
     }
     float* x = x_.data() + t * dim;
