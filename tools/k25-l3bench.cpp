@@ -1,16 +1,24 @@
 // Raw L3 read performance: 4 KiB random reads through DiskStore (io_uring, O_DIRECT, checksum
 // verified) at queue depth 1 and 32 over a file of --mib MiB, then fio doing the same reads on
-// the same file, so the store's figure can be judged against what the device can do.
-//   k25-l3bench [--dir DIR] [--mib 256] [--seconds 5] [--no-fio]
+// the same file, so the store's figure can be judged against what the device can do. Then
+// restores as the engine does them: --restore-pages pages of --page-kib each, all read at once,
+// into destinations that are read in place (a 4096-byte header, then 4096-aligned K/V bytes: the
+// L3 tier's layout) and into ones that are staged and copied (an unpadded header), with the
+// bandwidth and the CPU time of the calling thread (the engine's) per restore.
+//   k25-l3bench [--dir DIR] [--mib 256] [--seconds 5] [--no-fio] [--page-kib 2048]
+//               [--restore-pages 64] [--restores 5]
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -126,6 +134,74 @@ std::optional<Result> fio_reads(const std::string& file, uint64_t pages, unsigne
   return std::nullopt;
 }
 
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(size_t n) : data(static_cast<std::byte*>(std::aligned_alloc(kPage, n))) {
+    if (!data) k25::fail("out of memory for ", n, " bytes");
+    std::memset(data, 0, n);  // mapped before the clock starts, as the engine's populate() does
+  }
+  ~AlignedBuffer() { std::free(data); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  std::byte* data;
+};
+
+// Reads `pages` pages of `page_bytes` after a header of `header_bytes`, all submitted at once,
+// `restores` times; prints the mean wall time, bandwidth and calling-thread CPU per restore.
+// in_place: the K/V bytes land in aligned memory at a 4096-aligned offset; otherwise the header
+// is unpadded and everything is staged.
+void restores(const std::string& dir, size_t page_bytes, size_t pages, int restores,
+              bool in_place) {
+  const size_t header_bytes = in_place ? kPage : 80;
+  k25::DiskStoreOptions o = store_options(dir, pages * (page_bytes / kPage + 2));
+  k25::DiskStore store(o);
+  std::vector<std::byte> header(header_bytes, std::byte{1});
+  std::vector<std::unique_ptr<AlignedBuffer>> bodies;
+  std::vector<std::byte> unaligned;  // one page's destination, offset past alignment
+  std::mt19937_64 rng(7);
+  std::vector<std::byte> bytes(page_bytes);
+  for (auto& b : bytes) b = static_cast<std::byte>(rng());
+  for (size_t key = 0; key < pages; ++key) {
+    bodies.push_back(std::make_unique<AlignedBuffer>(page_bytes));
+    const std::span<const std::byte> pieces[] = {header, bytes};
+    store.submit_write(key, pieces);
+    while (store.in_flight() >= 32) store.poll(1000ms);
+  }
+  if (!store.drain(60s)) k25::fail("writes did not finish within 60 s");
+  store.poll();
+  double wall = 0, cpu = 0;
+  for (int r = 0; r < restores; ++r) {
+    std::vector<std::vector<std::byte>> headers(pages, std::vector<std::byte>(header_bytes));
+    std::vector<std::vector<std::byte>> staged_bodies;
+    if (!in_place) staged_bodies.assign(pages, std::vector<std::byte>(page_bytes, std::byte{0}));
+    const double cpu0 = thread_cpu_seconds();
+    const auto t0 = Clock::now();
+    for (size_t key = 0; key < pages; ++key) {
+      std::span<std::byte> body = in_place ? std::span<std::byte>(bodies[key]->data, page_bytes)
+                                           : std::span<std::byte>(staged_bodies[key]);
+      store.submit_read(key, std::vector<std::span<std::byte>>{headers[key], body});
+    }
+    size_t done = 0;
+    while (done < pages) {
+      for (const auto& c : store.poll(1000ms)) {
+        if (!c.ok()) k25::fail("read of page ", c.key, " failed: ", k25::to_string(c.status));
+        ++done;
+      }
+    }
+    wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    cpu += thread_cpu_seconds() - cpu0;
+  }
+  const double mib = static_cast<double>(pages * page_bytes) / (1 << 20);
+  std::printf("restore %-9s %zu x %zu KiB: %7.1f ms  %7.0f MiB/s  engine-thread CPU %6.1f ms\n",
+              in_place ? "in place" : "staged", pages, page_bytes >> 10, wall / restores * 1e3,
+              mib * restores / wall, cpu / restores * 1e3);
+}
+
 void print(const char* who, unsigned depth, const Result& r) {
   std::printf("%-6s QD%-3u p50 %7.1f us  p99 %7.1f us  %8.0f IOPS  %7.1f MiB/s\n", who, depth,
               r.p50_us, r.p99_us, r.iops, r.mib_s);
@@ -139,11 +215,23 @@ int main(int argc, char** argv) {
   uint64_t mib = 256;
   double seconds = 5;
   bool no_fio = false;
+  size_t page_kib = 2048;  // a 7B model's f16 L2 page: 16 positions x 32 layers x K, V x 1024
+  size_t restore_pages = 64;
+  int n_restores = 5;
   app.add_option("--dir", dir, "directory for the data file (default: a new one in /var/tmp)");
   app.add_option("--mib", mib, "data file size in MiB")->check(CLI::Range(1, 1 << 20));
   app.add_option("--seconds", seconds, "seconds per measurement")->check(CLI::Range(0.1, 600.0));
   app.add_flag("--no-fio", no_fio, "skip the fio comparison");
+  app.add_option("--page-kib", page_kib, "KiB of K/V per restored page (a multiple of 4)")
+      ->check(CLI::Range(4, 1 << 16));
+  app.add_option("--restore-pages", restore_pages, "pages per restore (0: no restores)")
+      ->check(CLI::Range(0, 1 << 16));
+  app.add_option("--restores", n_restores, "restores per layout")->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
+  if (page_kib % 4 != 0) {
+    std::fprintf(stderr, "error: --page-kib must be a multiple of 4 (whole 4 KiB)\n");
+    return 2;
+  }
 
   bool remove_dir = false;
   try {
@@ -165,6 +253,14 @@ int main(int argc, char** argv) {
       } else {
         std::printf("fio    QD%-3u not run (fio missing or failed; scripts/setup.sh installs it)\n",
                     depth);
+      }
+    }
+    if (restore_pages > 0) {
+      for (const bool in_place : {false, true}) {
+        const std::string sub = dir + (in_place ? "/restore-in-place" : "/restore-staged");
+        fs::create_directories(sub);
+        restores(sub, page_kib << 10, restore_pages, n_restores, in_place);
+        fs::remove_all(sub);
       }
     }
   } catch (const std::exception& e) {

@@ -65,6 +65,7 @@ std::unique_ptr<PrefixTier> Engine::open_disk_tier() {
   if (options_.kv_dtype != KvDtype::kF32) mix(static_cast<uint64_t>(options_.kv_dtype));
   // Keys in tiles since kKeyLayoutVersion 2: stores of row-layout keys start empty.
   mix(kKeyLayoutVersion);
+  mix(L3PrefixTier::kRecordVersion);  // 2: stores of unpadded headers start empty
   o.content_tag = tag;
   try {
     return std::make_unique<L3PrefixTier>(o, kv_->pool());

@@ -1,10 +1,12 @@
 #include "kv/disk_store.h"
 
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -27,6 +29,23 @@ uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
 uint32_t page_crc(L3Key key, const std::byte* data, size_t length) {
   // The key is mixed in so that a slot holding another page's (valid) bytes fails the check.
   return crc32c_extend(crc32c(&key, sizeof(key)), data, length);
+}
+
+bool direct_aligned(std::span<const std::byte> piece) {
+  return reinterpret_cast<uintptr_t>(piece.data()) % kDirectAlignment == 0 &&
+         piece.size() % kDirectAlignment == 0 && !piece.empty();
+}
+
+// The first of the trailing pieces a read can land in directly: each 4096-aligned in memory and
+// in size, starting at a 4096-aligned offset of the page. The pieces before it (a header, say)
+// are read through a staging buffer. pieces.size() when none can.
+size_t first_in_place(const std::vector<std::span<std::byte>>& pieces) {
+  size_t first = pieces.size();
+  while (first > 0 && direct_aligned(pieces[first - 1])) --first;
+  if (pieces.size() - first >= static_cast<size_t>(IOV_MAX)) return pieces.size();
+  size_t head = 0;
+  for (size_t i = 0; i < first; ++i) head += pieces[i].size();
+  return head % kDirectAlignment == 0 ? first : pieces.size();
 }
 
 bool is_no_space(int error) {
@@ -62,12 +81,17 @@ struct DiskStore::Op {
   bool is_write = false;
   L3Key key = 0;
   L3Entry entry;
-  // entry.extent.n_slots * page_size bytes: a write's copy from submission on, a read's
-  // destination from when it enters the ring (so reads waiting in the backlog hold no memory).
+  // A write's copy of its whole slots from submission on; a read's destination from when it
+  // enters the ring (so reads waiting in the backlog hold no memory): its whole slots, or only
+  // the bytes of dest[0, in_place) when the rest is read in place.
   StagingBuffer buffer;
   size_t buffer_bytes = 0;
-  size_t done = 0;  // bytes transferred so far (short transfers are continued)
+  size_t transfer_bytes = 0;  // bytes the request moves
+  size_t done = 0;            // bytes transferred so far (short transfers are continued)
   std::vector<std::span<std::byte>> dest;
+  size_t in_place = 0;     // reads: dest[in_place, end) are the kernel's destination itself
+  std::vector<iovec> iov;  // a read in place: its buffers, from `done` on, while in the ring
+  bool reads_in_place() const { return !is_write && in_place < dest.size(); }
   std::chrono::steady_clock::time_point submitted;
   std::chrono::steady_clock::time_point in_ring_at;  // first handed to the ring
   bool reached_ring = false;
@@ -211,6 +235,7 @@ L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std:
   op->is_write = true;
   op->key = key;
   op->buffer_bytes = n_slots * options_.page_size;
+  op->transfer_bytes = op->buffer_bytes;
   op->buffer = staging_.take(op->buffer_bytes);
   if (op->buffer.empty()) {
     table_.slots().release(*extent);
@@ -247,7 +272,16 @@ L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pie
   auto op = std::make_unique<Op>();
   op->key = key;
   op->entry = *entry;
-  op->buffer_bytes = size_t{entry->extent.n_slots} * options_.page_size;
+  op->in_place = first_in_place(pieces);
+  if (op->in_place < pieces.size()) {
+    // No copy of the page: only the pieces before in_place are staged, and only its own bytes
+    // are read, not the rest of its last slot.
+    for (size_t i = 0; i < op->in_place; ++i) op->buffer_bytes += pieces[i].size();
+    op->transfer_bytes = length;
+  } else {
+    op->buffer_bytes = size_t{entry->extent.n_slots} * options_.page_size;
+    op->transfer_bytes = op->buffer_bytes;
+  }
   op->dest = std::move(pieces);
   ++read_pins_[entry->extent.first_slot];  // its slots must not be reused while we read them
   const L3Ticket ticket = next_ticket_++;
@@ -273,7 +307,7 @@ bool DiskStore::queue(Op& op) {
   if (in_ring_ >= options_.queue_depth) return false;
   // A quarter of the ring stays free of writes, so that a read never waits behind a full one.
   if (op.is_write && writes_in_ring_ >= std::max(1u, options_.queue_depth * 3 / 4)) return false;
-  if (!op.is_write && op.buffer.empty()) {
+  if (!op.is_write && op.buffer.empty() && op.buffer_bytes > 0) {
     // A read gets its buffer now, within the staging bound (one read always may go).
     if (read_staging_ > 0 && read_staging_ + op.buffer_bytes > options_.read_staging_bytes)
       return false;
@@ -285,10 +319,17 @@ bool DiskStore::queue(Op& op) {
     read_staging_ += op.buffer_bytes;
   }
   const uint64_t offset = op.entry.extent.first_slot * options_.page_size + op.done;
-  std::byte* at = op.buffer.data() + op.done;
-  const size_t length = op.buffer_bytes - op.done;
-  const bool queued = op.is_write ? file_->queue_write(at, length, offset, op.ticket)
-                                  : file_->queue_read(at, length, offset, op.ticket);
+  const size_t length = op.transfer_bytes - op.done;
+  bool queued;
+  if (op.is_write) {
+    queued = file_->queue_write(op.buffer.data() + op.done, length, offset, op.ticket);
+  } else if (op.reads_in_place()) {
+    set_read_vectors(op);
+    queued =
+        file_->queue_readv(op.iov.data(), static_cast<unsigned>(op.iov.size()), offset, op.ticket);
+  } else {
+    queued = file_->queue_read(op.buffer.data() + op.done, length, offset, op.ticket);
+  }
   if (queued) {
     if (!op.reached_ring) {
       op.reached_ring = true;
@@ -458,7 +499,7 @@ void DiskStore::complete(Op& op, int result) {
     return finish(op, op.is_write ? L3Status::kNoSpace : L3Status::kIoError, op.is_write ? 0 : EIO);
   }
   op.done += static_cast<size_t>(result);
-  if (op.done < op.buffer_bytes) {  // short transfer: continue with the rest
+  if (op.done < op.transfer_bytes) {  // short transfer: continue with the rest
     if (file_->direct() && op.done % kDirectAlignment != 0)
       return finish(op, L3Status::kIoError, EIO);
     if (!queue(op)) backlog_for(op).push_back(op.ticket);
@@ -494,7 +535,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
       read_queue_wait_.record(nanoseconds(op.in_ring_at - op.submitted));
     }
     if (status == L3Status::kOk) {
-      if (page_crc(op.key, op.buffer.data(), op.entry.length) != op.entry.crc) {
+      if (read_crc(op) != op.entry.crc) {
         status = L3Status::kChecksumMismatch;
         ++stats_.checksum_failures;
         if (std::has_single_bit(stats_.checksum_failures))
@@ -509,7 +550,8 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
         }
       } else {
         size_t at = 0;
-        for (const auto& piece : op.dest) {
+        for (size_t i = 0; i < op.in_place; ++i) {
+          const auto& piece = op.dest[i];
           if (!piece.empty()) std::memcpy(piece.data(), op.buffer.data() + at, piece.size());
           at += piece.size();
         }
@@ -540,6 +582,29 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
   done_.emplace(ticket, L3Completion{ticket, op.is_write, op.key, status, error});
   staging_.give(std::move(op.buffer));  // the kernel is done with it
   ops_.erase(ticket);                   // destroys op
+}
+
+void DiskStore::set_read_vectors(Op& op) {
+  op.iov.clear();
+  size_t skip = op.done;
+  const auto add = [&](std::byte* data, size_t size) {
+    if (skip >= size) {
+      skip -= size;
+      return;
+    }
+    op.iov.push_back({data + skip, size - skip});
+    skip = 0;
+  };
+  if (op.buffer_bytes > 0) add(op.buffer.data(), op.buffer_bytes);
+  for (size_t i = op.in_place; i < op.dest.size(); ++i) add(op.dest[i].data(), op.dest[i].size());
+}
+
+uint32_t DiskStore::read_crc(const Op& op) {
+  if (!op.reads_in_place()) return page_crc(op.key, op.buffer.data(), op.entry.length);
+  uint32_t crc = page_crc(op.key, op.buffer.data(), op.buffer_bytes);
+  for (size_t i = op.in_place; i < op.dest.size(); ++i)
+    crc = crc32c_extend(crc, op.dest[i].data(), op.dest[i].size());
+  return crc;
 }
 
 void DiskStore::release_extent(L3Extent extent) {

@@ -25,10 +25,14 @@
 //
 // Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them) into a
 // staging buffer that is unmapped when the write completes; a read's staging buffer exists only
-// while the read is in the kernel (bounded by read_staging_bytes);
-// submit_read() writes into the caller's destination spans when the read completes, so they must
-// stay valid until its completion has been returned by poll() or wait() (or the store is
-// destroyed). Destinations are written only when the checksum matches.
+// while the read is in the kernel (bounded by read_staging_bytes).
+// submit_read() writes into the caller's destination spans, so they must stay valid until its
+// completion has been returned by poll() or wait() (or the store is destroyed). The trailing
+// destination pieces that O_DIRECT can fill (4096-aligned in address and size, at a 4096-aligned
+// offset of the page; an L2 page's blocks) are read into in place, with no staging copy: a
+// 192 KiB page copied from staging cost a memmove and a second page of memory per read. The
+// pieces before them go through a staging buffer and are written when the checksum matches;
+// pieces read in place hold unspecified bytes unless the read completes with kOk.
 //
 // Not synchronised: one thread (the engine's step loop) calls everything.
 #pragma once
@@ -202,6 +206,8 @@ class DiskStore {
   void complete(Op& op, int result);
   void finish(Op& op, L3Status status, int error);
   void release_extent(L3Extent extent);
+  void set_read_vectors(Op& op);           // op.iov: its remaining bytes, for a read in place
+  static uint32_t read_crc(const Op& op);  // of the bytes a completed read brought
   void warn(std::string message);
   // End of every collect(): appends the journal records of the batch (the writes completed in
   // it are acknowledged only then), syncs and checks the files when sync_interval has passed.

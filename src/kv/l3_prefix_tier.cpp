@@ -11,6 +11,8 @@ namespace k25 {
 
 namespace {
 
+constexpr size_t kHeaderAlignment = 4096;  // O_DIRECT's: the K/V bytes after it are read in place
+
 double p99_seconds(const LatencyHistogram& h) {
   return h.count() ? static_cast<double>(h.quantile(0.99)) / 1e9 : 0.0;
 }
@@ -20,8 +22,7 @@ double p99_seconds(const LatencyHistogram& h) {
 L3PrefixTier::L3PrefixTier(DiskStoreOptions options, PagePool& pool)
     : pool_(pool), store_(std::make_unique<DiskStore>(options)) {
   const uint64_t page_size = options.page_size;  // validated by the store
-  const uint64_t bytes = prefix_page_header_bytes(pool_.geometry().page_tokens) +
-                         l2_page_payload_bytes(pool_.geometry());
+  const uint64_t bytes = header_bytes() + l2_page_payload_bytes(pool_.geometry());
   slots_per_page_ = (bytes + page_size - 1) / page_size;
 }
 
@@ -47,8 +48,17 @@ L3PrefixTier::~L3PrefixTier() {
   store_.reset();
 }
 
+size_t L3PrefixTier::header_bytes() const {
+  const size_t bytes = prefix_page_header_bytes(pool_.geometry().page_tokens);
+  // Small or odd-sized pages could not be read in place anyway: padding would only cost a slot.
+  if (l2_page_payload_bytes(pool_.geometry()) % kHeaderAlignment != 0) return bytes;
+  return (bytes + kHeaderAlignment - 1) / kHeaderAlignment * kHeaderAlignment;
+}
+
 std::vector<std::byte> L3PrefixTier::header(const CachedPage& page) const {
-  return prefix_page_header(page, pool_.geometry().page_tokens);
+  std::vector<std::byte> bytes = prefix_page_header(page, pool_.geometry().page_tokens);
+  bytes.resize(header_bytes());  // zeros
+  return bytes;
 }
 
 void L3PrefixTier::spill(const CachedPage& page) {

@@ -4,7 +4,13 @@
 // store's index persists, so a restarted engine finds the pages of earlier sessions.
 //
 // A stored page is a header (format tag, parent key, the page's token ids) followed by the L2
-// page's K/V bytes (l2_page_const_spans). finish_restore() checks the header against what the
+// page's K/V bytes (l2_page_const_spans). Where those are whole 4 KiB (page_tokens * kv_dim * 2
+// bytes of f16 a multiple of 4096: 16 positions of 128 dims or more), the header is zero-padded
+// to 4096 bytes: the K/V bytes then lie on 4096-aligned offsets, and a restore reads them
+// straight into the L2 page (DiskStore's reads in place) with only the header staged. That costs
+// no disk space (the unpadded header took a slot of its own as well). A store written with
+// unpadded headers (kRecordVersion 1) is not read: the engine mixes kRecordVersion into the
+// store's content tag. finish_restore() checks the header against what the
 // caller expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it
 // was computed for. When the capacity is used up, the least recently used pages (written or read
 // back longest ago, across restarts) are erased to make room.
@@ -35,6 +41,8 @@ class L3PrefixTier final : public PrefixTier {
   // How long a restore waits for the writes of its pages spilled moments ago (a follow-up turn
   // arriving while its pages are on their way to the disk) before recomputing them instead.
   static constexpr std::chrono::milliseconds kWriteWait{50};
+  // The stored page's layout: 2 since the header is padded to 4096 bytes.
+  static constexpr uint64_t kRecordVersion = 2;
 
   // Opens the store. Throws k25::Error or IoUringUnavailable (see DiskStore); `pool` must
   // outlive the tier.
@@ -85,6 +93,7 @@ class L3PrefixTier final : public PrefixTier {
   double disk_read_latency_p99_s() const override { return read_latency_p99_s(); }
 
  private:
+  size_t header_bytes() const;  // padded
   std::vector<std::byte> header(const CachedPage& page) const;
   // Erases the least recently used pages until a new one fits the capacity.
   void make_room();

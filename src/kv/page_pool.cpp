@@ -20,7 +20,7 @@ size_t round_up(size_t n, size_t multiple) {
 }  // namespace
 
 void PagePool::AlignedDelete::operator()(std::byte* p) const {
-  ::operator delete[](p, std::align_val_t{kAlignment});
+  ::operator delete[](p, std::align_val_t{kSlabAlignment});
 }
 
 size_t PagePool::page_bytes_for(const PageGeometry& geometry) {
@@ -62,7 +62,7 @@ std::optional<PageId> PagePool::allocate() {
       const size_t n_pages = std::min<size_t>(size_t{1} << slab_shift_, pages_total_ - first);
       const size_t bytes = n_pages * page_bytes_;
       slabs_.emplace_back(
-          static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kAlignment})));
+          static_cast<std::byte*>(::operator new[](bytes, std::align_val_t{kSlabAlignment})));
       bytes_allocated_ += bytes;
     }
   } else {

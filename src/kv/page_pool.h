@@ -44,6 +44,9 @@ struct PageGeometry {
 class PagePool {
  public:
   static constexpr size_t kAlignment = 64;
+  // Slabs start on an OS page: blocks whose size is a multiple of 4096 can then be the
+  // destination of an O_DIRECT read (an L3 restore reads into the page itself, disk_store.h).
+  static constexpr size_t kSlabAlignment = 4096;
   // Slabs are about this size (a power-of-two number of pages, at least one page).
   static constexpr size_t kSlabTargetBytes = size_t{2} << 20;
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -92,6 +93,7 @@ class DiskStoreTest : public ::testing::Test {
   L3Completion read_and_wait(DiskStore& store, L3Key key, std::vector<std::byte>& out) {
     return store.wait(store.submit_read(key, out), kWait);
   }
+  void check_l2_round_trip(const std::string& dir, int kv_dim);
   static bool has_warning(const DiskStore& store, const std::string& part) {
     for (const auto& w : store.warnings())
       if (w.find(part) != std::string::npos) return true;
@@ -278,6 +280,72 @@ TEST_F(DiskStoreTest, FlippedByteIsAChecksumFailureAndOtherPagesStayFine) {
   }
   EXPECT_EQ(store.stats().checksum_failures, 1u);
   EXPECT_TRUE(has_warning(store, "fails its checksum"));
+}
+
+// 4096-aligned memory for a destination that O_DIRECT can fill in place.
+struct AlignedBytes {
+  explicit AlignedBytes(size_t n)
+      : size(n), data(static_cast<std::byte*>(std::aligned_alloc(4096, n))) {}
+  ~AlignedBytes() { std::free(data); }
+  AlignedBytes(const AlignedBytes&) = delete;
+  AlignedBytes& operator=(const AlignedBytes&) = delete;
+  std::span<std::byte> span(size_t from, size_t n) const { return {data + from, n}; }
+  size_t size;
+  std::byte* data;
+};
+
+// A read whose trailing destination pieces are 4096-aligned (in memory, in size and in the page)
+// lands in them in place: only the leading pieces are staged, and the bytes are exact.
+TEST_F(DiskStoreTest, AlignedDestinationsAreReadInPlaceWithOnlyTheHeadStaged) {
+  DiskStore store(options_for(dir_.path));
+  ASSERT_TRUE(store.stats().direct_io);
+  const size_t tail = 3 * 8192;
+  struct Case {
+    const char* name;
+    size_t head;    // bytes of an unaligned leading piece (0: none)
+    size_t staged;  // expected staging while the read is in the ring
+  };
+  for (const Case c : {Case{"no head", 0, 0}, Case{"a 4096-byte head", 4096, 4096},
+                       Case{"a 100-byte head: all staged", 100, 7 * 4096}}) {
+    SCOPED_TRACE(c.name);
+    const std::vector<std::byte> page = page_bytes(c.head + 1, c.head + tail);
+    ASSERT_TRUE(write_and_wait(store, c.head + 1, page).ok());
+    std::vector<std::byte> head(c.head, std::byte{0x55});
+    AlignedBytes body(tail);
+    std::vector<std::span<std::byte>> pieces;
+    if (c.head) pieces.emplace_back(head);
+    for (size_t at = 0; at < tail; at += 8192) pieces.push_back(body.span(at, 8192));
+    const L3Ticket ticket = store.submit_read(c.head + 1, pieces);
+    EXPECT_EQ(store.read_staging_in_use(), c.staged);
+    ASSERT_EQ(store.wait(ticket, kWait).status, L3Status::kOk);
+    EXPECT_TRUE(std::equal(head.begin(), head.end(), page.begin()));
+    EXPECT_EQ(0, std::memcmp(body.data, page.data() + c.head, tail));
+    EXPECT_EQ(store.read_staging_in_use(), 0u);
+  }
+}
+
+// A page read in place is checked like a staged one: a flipped byte is a checksum failure, the
+// page is dropped, and the staged head is not written.
+TEST_F(DiskStoreTest, AFlippedByteInAPageReadInPlaceIsAChecksumFailure) {
+  DiskStore store(options_for(dir_.path));
+  const std::vector<std::byte> page = page_bytes(9, 4 * 4096);
+  ASSERT_TRUE(write_and_wait(store, 9, page).ok());
+  const long at = find_in_file(store.data_path(), page);
+  ASSERT_GE(at, 0);
+  {
+    std::fstream f(store.data_path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(at + 3 * 4096 + 7);
+    const char c = static_cast<char>(f.get());
+    f.seekp(at + 3 * 4096 + 7);
+    f.put(static_cast<char>(c ^ 0x10));
+  }
+  std::vector<std::byte> head(4096, std::byte{0x77});
+  AlignedBytes body(3 * 4096);
+  const std::vector<std::span<std::byte>> pieces = {head, body.span(0, 3 * 4096)};
+  EXPECT_EQ(store.wait(store.submit_read(9, pieces), kWait).status, L3Status::kChecksumMismatch);
+  EXPECT_EQ(head, std::vector<std::byte>(4096, std::byte{0x77}));
+  EXPECT_FALSE(store.contains(9));
+  EXPECT_EQ(store.stats().checksum_failures, 1u);
 }
 
 TEST_F(DiskStoreTest, DataFileDeletedBetweenRunsGivesCleanMisses) {
@@ -589,12 +657,21 @@ TEST_F(DiskStoreTest, RejectsBadOptions) {
 }
 
 TEST_F(DiskStoreTest, L2PagesSpillAndRestoreByteExact) {
-  PagePool pool(PageGeometry{16, 5, 32}, 8 << 20);
-  DiskStore store(options_for(dir_.path));
+  // Blocks of 2 KiB (staged reads), and of 4 KiB (read in place).
+  for (const int kv_dim : {32, 64}) {
+    SCOPED_TRACE(kv_dim);
+    TempDir dir;
+    check_l2_round_trip(dir.path, kv_dim);
+  }
+}
+
+void DiskStoreTest::check_l2_round_trip(const std::string& dir, int kv_dim) {
+  PagePool pool(PageGeometry{16, 5, kv_dim}, 8 << 20);
+  DiskStore store(options_for(dir));
   std::vector<PageId> pages;
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> dist(-1, 1);
-  const size_t block_floats = 16 * 32;
+  const size_t block_floats = 16 * static_cast<size_t>(kv_dim);
   for (int i = 0; i < 12; ++i) {
     pages.push_back(*pool.allocate());
     for (int l = 0; l < 5; ++l)
@@ -620,9 +697,15 @@ TEST_F(DiskStoreTest, L2PagesSpillAndRestoreByteExact) {
   for (PageId p : pages)  // scribble over L2 as a reuse would
     for (int l = 0; l < 5; ++l) std::fill_n(pool.keys(p, l), block_floats, 9.0f);
   tickets.clear();
+  const uint64_t reused = store.stats().staging_reused;
   for (size_t i = 0; i < pages.size(); ++i)
     tickets.push_back(store.submit_read(i, l2_page_spans(pool, pages[i])));
+  const bool in_place = block_floats * sizeof(float) % 4096 == 0;
+  EXPECT_EQ(store.read_staging_in_use() == 0, in_place);
   for (L3Ticket t : tickets) ASSERT_TRUE(store.wait(t, kWait).ok());
+  if (in_place) {
+    EXPECT_EQ(store.stats().staging_reused, reused) << "no staging buffer at all";
+  }
   for (size_t i = 0; i < pages.size(); ++i) {
     size_t at = 0;
     for (int l = 0; l < 5; ++l) {

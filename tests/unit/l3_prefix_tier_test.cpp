@@ -48,16 +48,18 @@ class L3PrefixTierTest : public ::testing::Test {
   }
   // Fills every K/V float of `page` from `seed`.
   static void fill(PagePool& pool, PageId page, float seed) {
-    for (int layer = 0; layer < kGeometry.n_layers; ++layer) {
-      for (int i = 0; i < kGeometry.page_tokens * kGeometry.kv_dim; ++i) {
+    const PageGeometry& g = pool.geometry();
+    for (int layer = 0; layer < g.n_layers; ++layer) {
+      for (int i = 0; i < g.page_tokens * g.kv_dim; ++i) {
         pool.keys(page, layer)[i] = seed + static_cast<float>(i);
         pool.values(page, layer)[i] = -seed - static_cast<float>(i);
       }
     }
   }
   static bool holds(PagePool& pool, PageId page, float seed) {
-    for (int layer = 0; layer < kGeometry.n_layers; ++layer) {
-      for (int i = 0; i < kGeometry.page_tokens * kGeometry.kv_dim; ++i) {
+    const PageGeometry& g = pool.geometry();
+    for (int layer = 0; layer < g.n_layers; ++layer) {
+      for (int i = 0; i < g.page_tokens * g.kv_dim; ++i) {
         if (pool.keys(page, layer)[i] != seed + static_cast<float>(i)) return false;
         if (pool.values(page, layer)[i] != -seed - static_cast<float>(i)) return false;
       }
@@ -98,6 +100,40 @@ TEST_F(L3PrefixTierTest, SpilledPagesComeBackByteExactOnlyForTheirPrefix) {
   EXPECT_FALSE(restore_one(*tier, {12, 10, tokens.data(), page}));  // never stored: a miss
   EXPECT_EQ(tier->stats().restore_failures, 1u);
   EXPECT_EQ(tier->stats().restores, 1u);
+}
+
+// Pages whose K/V bytes are whole 4 KiB: the header is padded to a slot of its own, so the K/V
+// bytes are read straight into the L2 page with only the header staged, and a page still takes
+// one slot more than its K/V bytes, as with the unpadded header.
+TEST_F(L3PrefixTierTest, WholeKibPagesAreReadIntoL2InPlaceInNoMoreSlots) {
+  const PageGeometry geometry{4, 2, 256};  // f32: 4 KiB blocks, 16 KiB of K/V per page
+  PagePool pool(geometry, 8 * PagePool::page_bytes_for(geometry));
+  DiskStoreOptions o;
+  o.path = dir_;
+  o.capacity_bytes = 3 * 5 * 4096;  // three pages of 5 slots
+  L3PrefixTier tier(o, pool);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const PageId page = *pool.allocate();
+  for (uint64_t key = 1; key <= 3; ++key) {
+    fill(pool, page, static_cast<float>(10 * key));
+    tier.spill({key, 0, tokens.data(), page});
+    tier.limit_in_flight(0);
+  }
+  EXPECT_EQ(tier.stats().spills, 3u);
+  EXPECT_EQ(tier.stats().dropped, 0u);
+  for (uint64_t key = 1; key <= 3; ++key) {
+    fill(pool, page, 0);
+    const L3RestoreId id = tier.begin_restore({{key, 0, tokens.data(), page}});
+    EXPECT_LE(tier.store().read_staging_in_use(), 4096u) << "only the header is staged";
+    for (int i = 0; i < 50 && !tier.restore_done(id); ++i)
+      tier.poll(std::chrono::milliseconds(100));
+    std::vector<bool> kept;
+    ASSERT_EQ(tier.finish_restore(id, &kept), 1u) << key;
+    EXPECT_TRUE(holds(pool, page, static_cast<float>(10 * key))) << key;
+  }
+  const std::vector<int32_t> other = {1, 2, 3, 5};
+  EXPECT_FALSE(restore_one(tier, {2, 0, other.data(), page}));  // the header still decides
+  EXPECT_EQ(tier.stats().restore_failures, 1u);
 }
 
 // A follow-up turn can arrive while the pages of its history are still being written (the

@@ -84,6 +84,19 @@ TEST(PagePool, BlocksAreAlignedDisjointAndKeepTheirData) {
   }
 }
 
+// Blocks of whole 4 KiB lie on 4 KiB boundaries in every slab: an O_DIRECT read (an L3 restore,
+// disk_store.h) can land in them in place.
+TEST(PagePool, BlocksOfWhole4KiBAreOsPageAligned) {
+  const PageGeometry geometry{16, 3, 128, KvDtype::kF16};  // 4096-byte blocks
+  PagePool pool(geometry, size_t{5} << 20);                // several slabs
+  for (PageId page : allocate_all(pool)) {
+    for (int layer = 0; layer < geometry.n_layers; ++layer) {
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(pool.key_block(page, layer)) % 4096, 0u) << page;
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(pool.value_block(page, layer)) % 4096, 0u) << page;
+    }
+  }
+}
+
 TEST(PagePool, FreedPagesAreReused) {
   PagePool pool({4, 1, 16}, 10 * 512);
   std::vector<PageId> pages = allocate_all(pool);
