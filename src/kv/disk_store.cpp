@@ -89,8 +89,9 @@ struct DiskStore::Op {
   size_t transfer_bytes = 0;  // bytes the request moves
   size_t done = 0;            // bytes transferred so far (short transfers are continued)
   std::vector<std::span<std::byte>> dest;
-  size_t in_place = 0;     // reads: dest[in_place, end) are the kernel's destination itself
-  std::vector<iovec> iov;  // a read in place: its buffers, from `done` on, while in the ring
+  size_t in_place = 0;      // reads: dest[in_place, end) are the kernel's destination itself
+  size_t kernel_bytes = 0;  // a read's bytes counted against read_bytes_in_kernel, in the ring
+  std::vector<iovec> iov;   // a read in place: its buffers, from `done` on, while in the ring
   bool reads_in_place() const { return !is_write && in_place < dest.size(); }
   std::chrono::steady_clock::time_point submitted;
   std::chrono::steady_clock::time_point in_ring_at;  // first handed to the ring
@@ -106,7 +107,7 @@ DiskStore::DiskStore(DiskStoreOptions options)
     fail("L3 ", o.path, ": l3_page_size ", o.page_size, " is not a positive multiple of 4096");
   if (o.queue_depth == 0 || o.queue_depth > 4096)
     fail("L3 ", o.path, ": queue depth ", o.queue_depth, " is not in [1, 4096]");
-  if (o.read_staging_bytes == 0) fail("L3 ", o.path, ": read_staging_bytes must be positive");
+  if (o.read_bytes_in_kernel == 0) fail("L3 ", o.path, ": read_bytes_in_kernel must be positive");
 
   struct stat st {};
   const bool exists = ::stat(o.path.c_str(), &st) == 0;
@@ -307,16 +308,21 @@ bool DiskStore::queue(Op& op) {
   if (in_ring_ >= options_.queue_depth) return false;
   // A quarter of the ring stays free of writes, so that a read never waits behind a full one.
   if (op.is_write && writes_in_ring_ >= std::max(1u, options_.queue_depth * 3 / 4)) return false;
-  if (!op.is_write && op.buffer.empty() && op.buffer_bytes > 0) {
-    // A read gets its buffer now, within the staging bound (one read always may go).
-    if (read_staging_ > 0 && read_staging_ + op.buffer_bytes > options_.read_staging_bytes)
+  if (!op.is_write && op.kernel_bytes == 0) {
+    // A read enters within the bound (one read always may go), and gets its buffer now.
+    const size_t bytes = op.reads_in_place() ? op.transfer_bytes : op.buffer_bytes;
+    if (read_in_kernel_ > 0 && read_in_kernel_ + bytes > options_.read_bytes_in_kernel)
       return false;
-    op.buffer = staging_.take(op.buffer_bytes);
-    if (op.buffer.empty()) {
-      finish(op, L3Status::kIoError, ENOMEM);  // destroys op; it has left the backlog
-      return true;
+    if (op.buffer_bytes > 0) {
+      op.buffer = staging_.take(op.buffer_bytes);
+      if (op.buffer.empty()) {
+        finish(op, L3Status::kIoError, ENOMEM);  // destroys op; it has left the backlog
+        return true;
+      }
+      read_staging_ += op.buffer_bytes;
     }
-    read_staging_ += op.buffer_bytes;
+    op.kernel_bytes = bytes;
+    read_in_kernel_ += bytes;
   }
   const uint64_t offset = op.entry.extent.first_slot * options_.page_size + op.done;
   const size_t length = op.transfer_bytes - op.done;
@@ -561,6 +567,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
       }
     }
     if (!op.buffer.empty()) read_staging_ -= op.buffer_bytes;
+    read_in_kernel_ -= op.kernel_bytes;
     const uint64_t slot = op.entry.extent.first_slot;
     if (--read_pins_[slot] == 0) {
       read_pins_.erase(slot);

@@ -25,7 +25,7 @@
 //
 // Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them) into a
 // staging buffer that is unmapped when the write completes; a read's staging buffer exists only
-// while the read is in the kernel (bounded by read_staging_bytes).
+// while the read is in the kernel (bounded by read_bytes_in_kernel).
 // submit_read() writes into the caller's destination spans, so they must stay valid until its
 // completion has been returned by poll() or wait() (or the store is destroyed). The trailing
 // destination pieces that O_DIRECT can fill (4096-aligned in address and size, at a 4096-aligned
@@ -69,12 +69,15 @@ struct DiskStoreOptions {
   uint64_t capacity_bytes = uint64_t{1} << 30;  // the data file never grows past this
   uint32_t page_size = 4096;                    // l3_page_size: slot bytes, multiple of 4096
   unsigned queue_depth = 64;                    // requests in the kernel at once
-  // Bytes of read buffers in the kernel at once (at least one read): reads beyond it wait their
-  // turn holding no memory, so a restore of many pages does not double their size in RAM.
-  size_t read_staging_bytes = size_t{8} << 20;
+  // Bytes of reads in the kernel at once (at least one read); reads beyond it wait their turn,
+  // holding no memory. For staged reads it bounds their buffers, so a restore of many pages does
+  // not double their size in RAM. Reads in place count their bytes too: with every read of
+  // several restores in the ring at once, the device shared its time among them and the first
+  // restore finished later (the first turns after a restart, docs/benchmarks.md, session 43).
+  size_t read_bytes_in_kernel = size_t{8} << 20;
   // Bytes of finished transfers' buffers kept for the next ones (kv/staging_pool.h): with
-  // read_staging_bytes at most this, a restore's reads allocate nothing once the store has
-  // served one. Memory the process keeps while idle.
+  // read_bytes_in_kernel at most this, staged reads allocate nothing once the store has served
+  // one. Memory the process keeps while idle.
   size_t staging_keep_bytes = size_t{8} << 20;
   bool direct_io = true;  // O_DIRECT (buffered when the FS refuses it)
   // Reserve capacity_bytes on disk at start (fallocate): writes then never extend the file,
@@ -177,9 +180,12 @@ class DiskStore {
   void persist();
 
   size_t in_flight() const { return ops_.size(); }
-  // Bytes of the staging buffers of the reads in the kernel now (<= read_staging_bytes, or one
+  // Bytes of the staging buffers of the reads in the kernel now (<= read_bytes_in_kernel, or one
   // read's when a single read is larger).
   size_t read_staging_in_use() const { return read_staging_; }
+  // Bytes of the reads in the kernel now, staged or in place (<= read_bytes_in_kernel, or one
+  // read's when a single read is larger).
+  size_t read_bytes_in_kernel() const { return read_in_kernel_; }
   DiskStoreStats stats() const;
   // Of every read that reached the device: from when it entered the ring to its completion
   // (the device's time), and from its submission to when it entered the ring (the wait behind
@@ -227,9 +233,10 @@ class DiskStore {
   std::unordered_map<L3Ticket, std::unique_ptr<Op>> ops_;  // issued, not yet completed
   // Issued, waiting for ring space (or, for reads, staging room); reads go in first.
   std::deque<L3Ticket> read_backlog_, write_backlog_;
-  size_t in_ring_ = 0;       // handed to the ring, not yet completed
-  size_t unsubmitted_ = 0;   // queued in the ring, not yet submitted to the kernel
-  size_t read_staging_ = 0;  // bytes of the buffers of reads in the ring
+  size_t in_ring_ = 0;         // handed to the ring, not yet completed
+  size_t unsubmitted_ = 0;     // queued in the ring, not yet submitted to the kernel
+  size_t read_staging_ = 0;    // bytes of the staging buffers of reads in the ring
+  size_t read_in_kernel_ = 0;  // bytes of the reads in the ring, counted against the bound
   unsigned writes_in_ring_ = 0;
   std::unordered_map<L3Ticket, L3Completion> done_;   // completed, not yet returned
   std::unordered_map<L3Key, L3Ticket> latest_write_;  // newest write in flight per key

@@ -160,7 +160,7 @@ TEST_F(DiskStoreTest, ReadsBeyondTheStagingBoundWaitTheirTurnAndAllArrive) {
     SCOPED_TRACE(bound);
     TempDir dir;
     DiskStoreOptions o = options_for(dir.path);
-    o.read_staging_bytes = bound;
+    o.read_bytes_in_kernel = bound;
     DiskStore store(o);
     constexpr int kPages = 40;
     const size_t length = 3 * 4096 - 100;  // three slots each
@@ -321,6 +321,37 @@ TEST_F(DiskStoreTest, AlignedDestinationsAreReadInPlaceWithOnlyTheHeadStaged) {
     EXPECT_TRUE(std::equal(head.begin(), head.end(), page.begin()));
     EXPECT_EQ(0, std::memcmp(body.data, page.data() + c.head, tail));
     EXPECT_EQ(store.read_staging_in_use(), 0u);
+  }
+}
+
+// Reads in place take no staging memory but still enter the kernel within read_bytes_in_kernel,
+// so that a restore's reads are not spread among those of the restores queued behind it.
+TEST_F(DiskStoreTest, ReadsInPlaceAlsoWaitForTheBoundAndAllArrive) {
+  DiskStoreOptions o = options_for(dir_.path);
+  o.read_bytes_in_kernel = 2 * 3 * 4096;  // two reads
+  DiskStore store(o);
+  constexpr int kPages = 40;
+  const size_t length = 3 * 4096;
+  AlignedBytes back(kPages * length);
+  for (int i = 0; i < kPages; ++i) {
+    ASSERT_EQ(write_and_wait(store, i, page_bytes(i, length)).status, L3Status::kOk);
+  }
+  for (int i = 0; i < kPages; ++i) store.submit_read(i, back.span(i * length, length));
+  size_t seen = 0, most_in_kernel = 0;
+  for (int round = 0; round < 10000 && seen < kPages; ++round) {
+    most_in_kernel = std::max(most_in_kernel, store.read_bytes_in_kernel());
+    EXPECT_EQ(store.read_staging_in_use(), 0u);
+    for (const auto& c : store.poll(10ms)) {
+      EXPECT_EQ(c.status, L3Status::kOk) << "page " << c.key;
+      ++seen;
+    }
+  }
+  ASSERT_EQ(seen, size_t{kPages});
+  EXPECT_EQ(most_in_kernel, o.read_bytes_in_kernel);
+  EXPECT_GT(store.read_queue_wait().quantile(1.0), 0u) << "the reads behind the bound waited";
+  EXPECT_EQ(store.read_bytes_in_kernel(), 0u);
+  for (int i = 0; i < kPages; ++i) {
+    EXPECT_EQ(0, std::memcmp(back.data + i * length, page_bytes(i, length).data(), length)) << i;
   }
 }
 
@@ -642,7 +673,7 @@ TEST_F(DiskStoreTest, RejectsBadOptions) {
   o = options_for(dir_.path + "/no/such/dir/file");
   EXPECT_THROW(DiskStore{o}, Error);
   o = options_for(dir_.path);
-  o.read_staging_bytes = 0;
+  o.read_bytes_in_kernel = 0;
   EXPECT_THROW(DiskStore{o}, Error);
   o = options_for(dir_.path);
   o.raw_device = true;
