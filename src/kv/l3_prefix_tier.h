@@ -4,15 +4,15 @@
 // store's index persists, so a restarted engine finds the pages of earlier sessions.
 //
 // A stored page is a header (format tag, parent key, the page's token ids) followed by the L2
-// page's K/V bytes (l2_page_const_spans). Where those are whole 4 KiB (page_tokens * kv_dim * 2
-// bytes of f16 a multiple of 4096: 16 positions of 128 dims or more), the header is zero-padded
-// to 4096 bytes: the K/V bytes then lie on 4096-aligned offsets, and a restore reads them
-// straight into the L2 page (DiskStore's reads in place) with only the header staged. That costs
-// no disk space (the unpadded header took a slot of its own as well). A store written with
-// unpadded headers (kRecordVersion 1) is not read: the engine mixes kRecordVersion into the
-// store's content tag. finish_restore() checks the header against what the
-// caller expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it
-// was computed for. When the capacity is used up, the least recently used pages (written or read
+// page's K/V bytes (l2_page_const_spans). Where those fill whole 4 KiB, the header is zero-padded
+// to 4096 bytes, which costs no disk space (the unpadded header took a slot of its own as well)
+// and puts the K/V bytes on 4096-aligned offsets: when each layer's K and V blocks are whole
+// 4 KiB too (f16 pages of 16 positions with kv_dim a multiple of 128), a restore reads them
+// straight into the L2 page (DiskStore's reads in place) with only the header staged. A store
+// written with unpadded headers (kRecordVersion 1) is not read: the engine mixes kRecordVersion
+// into the store's content tag. finish_restore() checks the header against what the caller
+// expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it was
+// computed for. When the capacity is used up, the least recently used pages (written or read
 // back longest ago, across restarts) are erased to make room.
 // Every failure (missing, corrupt, I/O error, full disk, timeout) is a false
 // return or a dropped write with a counted warning: the caller recomputes those positions.
