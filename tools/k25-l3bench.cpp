@@ -184,7 +184,7 @@ void restores(const std::string& dir, size_t page_bytes, size_t pages, int resto
     for (size_t key = 0; key < pages; ++key) {
       std::span<std::byte> body = in_place ? std::span<std::byte>(bodies[key]->data, page_bytes)
                                            : std::span<std::byte>(staged_bodies[key]);
-      store.submit_read(key, std::vector<std::span<std::byte>>{headers[key], body});
+      store.submit_read(key, std::vector<std::span<std::byte>>{headers[key], body}, 1);
     }
     size_t done = 0;
     while (done < pages) {

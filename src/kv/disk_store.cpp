@@ -36,12 +36,12 @@ bool direct_aligned(std::span<const std::byte> piece) {
          piece.size() % kDirectAlignment == 0 && !piece.empty();
 }
 
-// The first of the trailing pieces a read can land in directly: each 4096-aligned in memory and
-// in size, starting at a 4096-aligned offset of the page. The pieces before it (a header, say)
-// are read through a staging buffer. pieces.size() when none can.
-size_t first_in_place(const std::vector<std::span<std::byte>>& pieces) {
+// The first of the trailing pieces, from `from` on, that a read can land in directly: each
+// 4096-aligned in memory and in size, starting at a 4096-aligned offset of the page. The pieces
+// before it (a header, say) are read through a staging buffer. pieces.size() when none can.
+size_t first_in_place(const std::vector<std::span<std::byte>>& pieces, size_t from) {
   size_t first = pieces.size();
-  while (first > 0 && direct_aligned(pieces[first - 1])) --first;
+  while (first > from && direct_aligned(pieces[first - 1])) --first;
   if (pieces.size() - first >= static_cast<size_t>(IOV_MAX)) return pieces.size();
   size_t head = 0;
   for (size_t i = 0; i < first; ++i) head += pieces[i].size();
@@ -261,7 +261,8 @@ L3Ticket DiskStore::submit_read(L3Key key, std::span<std::byte> bytes) {
   return submit_read(key, std::vector<std::span<std::byte>>{bytes});
 }
 
-L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pieces) {
+L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pieces,
+                                size_t in_place_from) {
   const L3Entry* entry = table_.find(key);
   if (!entry) {
     ++stats_.not_found;
@@ -273,7 +274,7 @@ L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pie
   auto op = std::make_unique<Op>();
   op->key = key;
   op->entry = *entry;
-  op->in_place = first_in_place(pieces);
+  op->in_place = first_in_place(pieces, in_place_from);
   if (op->in_place < pieces.size()) {
     // No copy of the page: only the pieces before in_place are staged, and only its own bytes
     // are read, not the rest of its last slot.

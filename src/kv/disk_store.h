@@ -27,12 +27,13 @@
 // staging buffer that is unmapped when the write completes; a read's staging buffer exists only
 // while the read is in the kernel (bounded by read_bytes_in_kernel).
 // submit_read() writes into the caller's destination spans, so they must stay valid until its
-// completion has been returned by poll() or wait() (or the store is destroyed). The trailing
-// destination pieces that O_DIRECT can fill (4096-aligned in address and size, at a 4096-aligned
-// offset of the page; an L2 page's blocks) are read into in place, with no staging copy: a
-// 192 KiB page copied from staging cost a memmove and a second page of memory per read. The
-// pieces before them go through a staging buffer and are written when the checksum matches;
-// pieces read in place hold unspecified bytes unless the read completes with kOk.
+// completion has been returned by poll() or wait() (or the store is destroyed). Pieces are
+// written only when the checksum matches, except those the caller lets the store read into in
+// place (`in_place_from`): when the trailing ones among them are 4096-aligned in address and size,
+// at a 4096-aligned offset of the page (an L2 page's blocks), the kernel reads into them with no
+// staging copy (a 192 KiB page copied from staging cost a memmove and a second page of memory per
+// read), and they hold unspecified bytes unless the read completes with kOk. The caller chooses,
+// so whether a destination can see bad bytes never depends on where its memory happens to lie.
 //
 // Not synchronised: one thread (the engine's step loop) calls everything.
 #pragma once
@@ -153,7 +154,9 @@ class DiskStore {
   L3Ticket submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces);
   L3Ticket submit_write(L3Key key, std::span<const std::byte> bytes);
   // Reads `key` into `pieces` (scattered in order); their total size must equal the stored length.
-  L3Ticket submit_read(L3Key key, std::vector<std::span<std::byte>> pieces);
+  // pieces[in_place_from, end) may be read into in place (see above); by default none.
+  L3Ticket submit_read(L3Key key, std::vector<std::span<std::byte>> pieces,
+                       size_t in_place_from = SIZE_MAX);
   L3Ticket submit_read(L3Key key, std::span<std::byte> bytes);
 
   // Completions that are ready; when there are none yet but requests are in flight, waits up to

@@ -97,7 +97,8 @@ L3RestoreId L3PrefixTier::begin_restore(std::vector<CachedPage> chain) {
     std::vector<std::span<std::byte>> pieces = {read.found};
     pool_.populate(r.chain[i].page);  // written whole when the read completes
     for (const auto& span : l2_page_spans(pool_, r.chain[i].page)) pieces.push_back(span);
-    read.ticket = store_->submit_read(r.chain[i].key, std::move(pieces));
+    // The L2 page's blocks may be read in place: a page that fails is freed and recomputed.
+    read.ticket = store_->submit_read(r.chain[i].key, std::move(pieces), 1);
     read_owner_[read.ticket] = {id, i};
     ++r.outstanding;
   }

@@ -294,28 +294,33 @@ struct AlignedBytes {
   std::byte* data;
 };
 
-// A read whose trailing destination pieces are 4096-aligned (in memory, in size and in the page)
-// lands in them in place: only the leading pieces are staged, and the bytes are exact.
+// A read whose trailing destination pieces the caller lets be read in place and that are
+// 4096-aligned (in memory, in size and in the page) lands in them in place: only the leading
+// pieces are staged, and the bytes are exact. Without that leave, aligned pieces are staged too.
 TEST_F(DiskStoreTest, AlignedDestinationsAreReadInPlaceWithOnlyTheHeadStaged) {
   DiskStore store(options_for(dir_.path));
   ASSERT_TRUE(store.stats().direct_io);
   const size_t tail = 3 * 8192;
   struct Case {
     const char* name;
-    size_t head;    // bytes of an unaligned leading piece (0: none)
-    size_t staged;  // expected staging while the read is in the ring
+    size_t head;           // bytes of a leading piece, in a std::vector (0: none)
+    size_t in_place_from;  // submit_read's argument
+    size_t staged;         // expected staging while the read is in the ring
   };
-  for (const Case c : {Case{"no head", 0, 0}, Case{"a 4096-byte head", 4096, 4096},
-                       Case{"a 100-byte head: all staged", 100, 7 * 4096}}) {
+  L3Key key = 0;
+  for (const Case c : {Case{"no head", 0, 0, 0}, Case{"a 4096-byte head", 4096, 1, 4096},
+                       Case{"a 100-byte head: all staged", 100, 1, 7 * 4096},
+                       Case{"not let in place: all staged", 0, SIZE_MAX, 6 * 4096}}) {
     SCOPED_TRACE(c.name);
-    const std::vector<std::byte> page = page_bytes(c.head + 1, c.head + tail);
-    ASSERT_TRUE(write_and_wait(store, c.head + 1, page).ok());
+    ++key;
+    const std::vector<std::byte> page = page_bytes(key, c.head + tail);
+    ASSERT_TRUE(write_and_wait(store, key, page).ok());
     std::vector<std::byte> head(c.head, std::byte{0x55});
     AlignedBytes body(tail);
     std::vector<std::span<std::byte>> pieces;
     if (c.head) pieces.emplace_back(head);
     for (size_t at = 0; at < tail; at += 8192) pieces.push_back(body.span(at, 8192));
-    const L3Ticket ticket = store.submit_read(c.head + 1, pieces);
+    const L3Ticket ticket = store.submit_read(key, pieces, c.in_place_from);
     EXPECT_EQ(store.read_staging_in_use(), c.staged);
     ASSERT_EQ(store.wait(ticket, kWait).status, L3Status::kOk);
     EXPECT_TRUE(std::equal(head.begin(), head.end(), page.begin()));
@@ -336,7 +341,7 @@ TEST_F(DiskStoreTest, ReadsInPlaceAlsoWaitForTheBoundAndAllArrive) {
   for (int i = 0; i < kPages; ++i) {
     ASSERT_EQ(write_and_wait(store, i, page_bytes(i, length)).status, L3Status::kOk);
   }
-  for (int i = 0; i < kPages; ++i) store.submit_read(i, back.span(i * length, length));
+  for (int i = 0; i < kPages; ++i) store.submit_read(i, {back.span(i * length, length)}, 0);
   size_t seen = 0, most_in_kernel = 0;
   for (int round = 0; round < 10000 && seen < kPages; ++round) {
     most_in_kernel = std::max(most_in_kernel, store.read_bytes_in_kernel());
@@ -373,7 +378,7 @@ TEST_F(DiskStoreTest, AFlippedByteInAPageReadInPlaceIsAChecksumFailure) {
   std::vector<std::byte> head(4096, std::byte{0x77});
   AlignedBytes body(3 * 4096);
   const std::vector<std::span<std::byte>> pieces = {head, body.span(0, 3 * 4096)};
-  EXPECT_EQ(store.wait(store.submit_read(9, pieces), kWait).status, L3Status::kChecksumMismatch);
+  EXPECT_EQ(store.wait(store.submit_read(9, pieces, 1), kWait).status, L3Status::kChecksumMismatch);
   EXPECT_EQ(head, std::vector<std::byte>(4096, std::byte{0x77}));
   EXPECT_FALSE(store.contains(9));
   EXPECT_EQ(store.stats().checksum_failures, 1u);
@@ -730,7 +735,7 @@ void DiskStoreTest::check_l2_round_trip(const std::string& dir, int kv_dim) {
   tickets.clear();
   const uint64_t reused = store.stats().staging_reused;
   for (size_t i = 0; i < pages.size(); ++i)
-    tickets.push_back(store.submit_read(i, l2_page_spans(pool, pages[i])));
+    tickets.push_back(store.submit_read(i, l2_page_spans(pool, pages[i]), 0));
   const bool in_place = block_floats * sizeof(float) % 4096 == 0;
   EXPECT_EQ(store.read_staging_in_use() == 0, in_place);
   for (L3Ticket t : tickets) ASSERT_TRUE(store.wait(t, kWait).ok());
