@@ -14,7 +14,6 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -25,6 +24,7 @@
 
 #include "core/error.h"
 #include "kv/disk_store.h"
+#include "kv/staging_buffer.h"
 
 namespace {
 
@@ -140,17 +140,6 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t n) : data(static_cast<std::byte*>(std::aligned_alloc(kPage, n))) {
-    if (!data) k25::fail("out of memory for ", n, " bytes");
-    std::memset(data, 0, n);  // mapped before the clock starts, as the engine's populate() does
-  }
-  ~AlignedBuffer() { std::free(data); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  std::byte* data;
-};
-
 // Reads `pages` pages of `page_bytes` after a header of `header_bytes`, all submitted at once,
 // `restores` times; prints the mean wall time, bandwidth and calling-thread CPU per restore.
 // in_place: the K/V bytes land in aligned memory at a 4096-aligned offset; otherwise the header
@@ -161,13 +150,15 @@ void restores(const std::string& dir, size_t page_bytes, size_t pages, int resto
   k25::DiskStoreOptions o = store_options(dir, pages * (page_bytes / kPage + 2));
   k25::DiskStore store(o);
   std::vector<std::byte> header(header_bytes, std::byte{1});
-  std::vector<std::unique_ptr<AlignedBuffer>> bodies;
-  std::vector<std::byte> unaligned;  // one page's destination, offset past alignment
+  std::vector<k25::StagingBuffer> bodies;  // 4096-aligned: the in-place destinations
   std::mt19937_64 rng(7);
   std::vector<std::byte> bytes(page_bytes);
   for (auto& b : bytes) b = static_cast<std::byte>(rng());
   for (size_t key = 0; key < pages; ++key) {
-    bodies.push_back(std::make_unique<AlignedBuffer>(page_bytes));
+    bodies.emplace_back(page_bytes);
+    if (bodies.back().empty()) k25::fail("out of memory for ", page_bytes, " bytes");
+    // Mapped before the clock starts, as the engine's populate() does.
+    std::memset(bodies.back().data(), 0, page_bytes);
     const std::span<const std::byte> pieces[] = {header, bytes};
     store.submit_write(key, pieces);
     while (store.in_flight() >= 32) store.poll(1000ms);
@@ -182,7 +173,7 @@ void restores(const std::string& dir, size_t page_bytes, size_t pages, int resto
     const double cpu0 = thread_cpu_seconds();
     const auto t0 = Clock::now();
     for (size_t key = 0; key < pages; ++key) {
-      std::span<std::byte> body = in_place ? std::span<std::byte>(bodies[key]->data, page_bytes)
+      std::span<std::byte> body = in_place ? std::span<std::byte>(bodies[key].data(), page_bytes)
                                            : std::span<std::byte>(staged_bodies[key]);
       store.submit_read(key, std::vector<std::span<std::byte>>{headers[key], body}, 1);
     }

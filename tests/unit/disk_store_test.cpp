@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +25,7 @@
 #include "kv/l2_page_spans.h"
 #include "kv/l3_journal.h"
 #include "kv/page_pool.h"
+#include "kv/staging_buffer.h"
 
 namespace k25 {
 namespace {
@@ -282,17 +282,10 @@ TEST_F(DiskStoreTest, FlippedByteIsAChecksumFailureAndOtherPagesStayFine) {
   EXPECT_TRUE(has_warning(store, "fails its checksum"));
 }
 
-// 4096-aligned memory for a destination that O_DIRECT can fill in place.
-struct AlignedBytes {
-  explicit AlignedBytes(size_t n)
-      : size(n), data(static_cast<std::byte*>(std::aligned_alloc(4096, n))) {}
-  ~AlignedBytes() { std::free(data); }
-  AlignedBytes(const AlignedBytes&) = delete;
-  AlignedBytes& operator=(const AlignedBytes&) = delete;
-  std::span<std::byte> span(size_t from, size_t n) const { return {data + from, n}; }
-  size_t size;
-  std::byte* data;
-};
+// A destination that O_DIRECT can fill in place: a StagingBuffer is 4096-aligned.
+std::span<std::byte> part(const StagingBuffer& buffer, size_t from, size_t n) {
+  return {buffer.data() + from, n};
+}
 
 // A read whose trailing destination pieces the caller lets be read in place and that are
 // 4096-aligned (in memory, in size and in the page) lands in them in place: only the leading
@@ -316,15 +309,15 @@ TEST_F(DiskStoreTest, AlignedDestinationsAreReadInPlaceWithOnlyTheHeadStaged) {
     const std::vector<std::byte> page = page_bytes(key, c.head + tail);
     ASSERT_TRUE(write_and_wait(store, key, page).ok());
     std::vector<std::byte> head(c.head, std::byte{0x55});
-    AlignedBytes body(tail);
+    const StagingBuffer body(tail);
     std::vector<std::span<std::byte>> pieces;
     if (c.head) pieces.emplace_back(head);
-    for (size_t at = 0; at < tail; at += 8192) pieces.push_back(body.span(at, 8192));
+    for (size_t at = 0; at < tail; at += 8192) pieces.push_back(part(body, at, 8192));
     const L3Ticket ticket = store.submit_read(key, pieces, c.in_place_from);
     EXPECT_EQ(store.read_staging_in_use(), c.staged);
     ASSERT_EQ(store.wait(ticket, kWait).status, L3Status::kOk);
     EXPECT_TRUE(std::equal(head.begin(), head.end(), page.begin()));
-    EXPECT_EQ(0, std::memcmp(body.data, page.data() + c.head, tail));
+    EXPECT_EQ(0, std::memcmp(body.data(), page.data() + c.head, tail));
     EXPECT_EQ(store.read_staging_in_use(), 0u);
   }
 }
@@ -337,11 +330,11 @@ TEST_F(DiskStoreTest, ReadsInPlaceAlsoWaitForTheBoundAndAllArrive) {
   DiskStore store(o);
   constexpr int kPages = 40;
   const size_t length = 3 * 4096;
-  AlignedBytes back(kPages * length);
+  const StagingBuffer back(kPages * length);
   for (int i = 0; i < kPages; ++i) {
     ASSERT_EQ(write_and_wait(store, i, page_bytes(i, length)).status, L3Status::kOk);
   }
-  for (int i = 0; i < kPages; ++i) store.submit_read(i, {back.span(i * length, length)}, 0);
+  for (int i = 0; i < kPages; ++i) store.submit_read(i, {part(back, i * length, length)}, 0);
   size_t seen = 0, most_in_kernel = 0;
   for (int round = 0; round < 10000 && seen < kPages; ++round) {
     most_in_kernel = std::max(most_in_kernel, store.read_bytes_in_kernel());
@@ -356,7 +349,7 @@ TEST_F(DiskStoreTest, ReadsInPlaceAlsoWaitForTheBoundAndAllArrive) {
   EXPECT_GT(store.read_queue_wait().quantile(1.0), 0u) << "the reads behind the bound waited";
   EXPECT_EQ(store.read_bytes_in_kernel(), 0u);
   for (int i = 0; i < kPages; ++i) {
-    EXPECT_EQ(0, std::memcmp(back.data + i * length, page_bytes(i, length).data(), length)) << i;
+    EXPECT_EQ(0, std::memcmp(back.data() + i * length, page_bytes(i, length).data(), length)) << i;
   }
 }
 
@@ -376,8 +369,8 @@ TEST_F(DiskStoreTest, AFlippedByteInAPageReadInPlaceIsAChecksumFailure) {
     f.put(static_cast<char>(c ^ 0x10));
   }
   std::vector<std::byte> head(4096, std::byte{0x77});
-  AlignedBytes body(3 * 4096);
-  const std::vector<std::span<std::byte>> pieces = {head, body.span(0, 3 * 4096)};
+  const StagingBuffer body(3 * 4096);
+  const std::vector<std::span<std::byte>> pieces = {head, part(body, 0, 3 * 4096)};
   EXPECT_EQ(store.wait(store.submit_read(9, pieces, 1), kWait).status, L3Status::kChecksumMismatch);
   EXPECT_EQ(head, std::vector<std::byte>(4096, std::byte{0x77}));
   EXPECT_FALSE(store.contains(9));
