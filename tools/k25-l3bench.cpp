@@ -1,10 +1,11 @@
 // Raw L3 read performance: 4 KiB random reads through DiskStore (io_uring, O_DIRECT, checksum
 // verified) at queue depth 1 and 32 over a file of --mib MiB, then fio doing the same reads on
 // the same file, so the store's figure can be judged against what the device can do. Then
-// restores as the engine does them: --restore-pages pages of --page-kib each, all read at once,
-// into destinations that are read in place (a 4096-byte header, then 4096-aligned K/V bytes: the
-// L3 tier's layout) and into ones that are staged and copied (an unpadded header), with the
-// bandwidth and the CPU time of the calling thread (the engine's) per restore.
+// spills and restores as the engine does them: --restore-pages pages of --page-kib each, all
+// written at once, then all read at once, from and into memory that is written and read in place
+// (a 4096-byte header, then 4096-aligned K/V bytes: the L3 tier's layout) and through staging
+// copies (an unpadded header), with the bandwidth and the CPU time of the calling thread (the
+// engine's) per spill and per restore.
 //   k25-l3bench [--dir DIR] [--mib 256] [--seconds 5] [--no-fio] [--page-kib 2048]
 //               [--restore-pages 64] [--restores 5]
 #include <CLI/CLI.hpp>
@@ -140,33 +141,60 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
-// Reads `pages` pages of `page_bytes` after a header of `header_bytes`, all submitted at once,
-// `restores` times; prints the mean wall time, bandwidth and calling-thread CPU per restore.
-// in_place: the K/V bytes land in aligned memory at a 4096-aligned offset; otherwise the header
-// is unpadded and everything is staged.
-void restores(const std::string& dir, size_t page_bytes, size_t pages, int restores,
-              bool in_place) {
+// Writes `pages` pages of `page_bytes` after a header of `header_bytes`, all submitted at once
+// as the engine spills idle pages, then reads them back the same way, `rounds` times each;
+// prints the mean wall time, bandwidth and calling-thread CPU per spill and per restore.
+// in_place: the K/V bytes are written from and read into aligned memory at a 4096-aligned
+// offset of the page (the L3 tier's layout); otherwise the header is unpadded and everything is
+// staged.
+void spills_and_restores(const std::string& dir, size_t page_bytes, size_t pages, int rounds,
+                         bool in_place) {
   const size_t header_bytes = in_place ? kPage : 80;
-  k25::DiskStoreOptions o = store_options(dir, pages * (page_bytes / kPage + 2));
+  const char* layout = in_place ? "in place" : "staged";
+  // Twice the pages: a page written again keeps its old slots until the new write completes.
+  k25::DiskStoreOptions o = store_options(dir, 2 * pages * (page_bytes / kPage + 2));
   k25::DiskStore store(o);
   std::vector<std::byte> header(header_bytes, std::byte{1});
-  std::vector<k25::StagingBuffer> bodies;  // 4096-aligned: the in-place destinations
+  std::vector<k25::StagingBuffer> bodies;  // 4096-aligned: the in-place sources and destinations
   std::mt19937_64 rng(7);
-  std::vector<std::byte> bytes(page_bytes);
-  for (auto& b : bytes) b = static_cast<std::byte>(rng());
   for (size_t key = 0; key < pages; ++key) {
     bodies.emplace_back(page_bytes);
     if (bodies.back().empty()) k25::fail("out of memory for ", page_bytes, " bytes");
-    // Mapped before the clock starts, as the engine's populate() does.
-    std::memset(bodies.back().data(), 0, page_bytes);
-    const std::span<const std::byte> pieces[] = {header, bytes};
-    store.submit_write(key, pieces);
-    while (store.in_flight() >= 32) store.poll(1000ms);
+    // Mapped before the clock starts, as an L2 page is.
+    for (size_t i = 0; i < page_bytes; i += 8) {
+      const uint64_t v = rng();
+      std::memcpy(bodies.back().data() + i, &v, 8);
+    }
   }
-  if (!store.drain(60s)) k25::fail("writes did not finish within 60 s");
-  store.poll();
+  const double mib = static_cast<double>(pages * page_bytes) / (1 << 20);
+  const auto report = [&](const char* what, double wall, double cpu) {
+    std::printf("%-7s %-9s %zu x %zu KiB: %7.1f ms  %7.0f MiB/s  engine-thread CPU %6.1f ms\n",
+                what, layout, pages, page_bytes >> 10, wall / rounds * 1e3, mib * rounds / wall,
+                cpu / rounds * 1e3);
+  };
   double wall = 0, cpu = 0;
-  for (int r = 0; r < restores; ++r) {
+  for (int r = 0; r < rounds; ++r) {
+    const double cpu0 = thread_cpu_seconds();
+    const auto t0 = Clock::now();
+    for (size_t key = 0; key < pages; ++key) {
+      const std::span<const std::byte> pieces[] = {
+          header, std::span<const std::byte>(bodies[key].data(), page_bytes)};
+      store.submit_write(key, pieces, in_place ? 1 : SIZE_MAX);
+    }
+    size_t done = 0;
+    while (done < pages) {
+      for (const auto& c : store.poll(1000ms)) {
+        if (!c.ok()) k25::fail("write of page ", c.key, " failed: ", k25::to_string(c.status));
+        ++done;
+      }
+    }
+    wall += std::chrono::duration<double>(Clock::now() - t0).count();
+    cpu += thread_cpu_seconds() - cpu0;
+  }
+  report("spill", wall, cpu);
+  wall = 0;
+  cpu = 0;
+  for (int r = 0; r < rounds; ++r) {
     std::vector<std::vector<std::byte>> headers(pages, std::vector<std::byte>(header_bytes));
     std::vector<std::vector<std::byte>> staged_bodies;
     if (!in_place) staged_bodies.assign(pages, std::vector<std::byte>(page_bytes, std::byte{0}));
@@ -187,10 +215,7 @@ void restores(const std::string& dir, size_t page_bytes, size_t pages, int resto
     wall += std::chrono::duration<double>(Clock::now() - t0).count();
     cpu += thread_cpu_seconds() - cpu0;
   }
-  const double mib = static_cast<double>(pages * page_bytes) / (1 << 20);
-  std::printf("restore %-9s %zu x %zu KiB: %7.1f ms  %7.0f MiB/s  engine-thread CPU %6.1f ms\n",
-              in_place ? "in place" : "staged", pages, page_bytes >> 10, wall / restores * 1e3,
-              mib * restores / wall, cpu / restores * 1e3);
+  report("restore", wall, cpu);
 }
 
 void print(const char* who, unsigned depth, const Result& r) {
@@ -217,7 +242,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(4, 1 << 16));
   app.add_option("--restore-pages", restore_pages, "pages per restore (0: no restores)")
       ->check(CLI::Range(0, 1 << 16));
-  app.add_option("--restores", n_restores, "restores per layout")->check(CLI::Range(1, 1000));
+  app.add_option("--restores", n_restores, "spills and restores per layout")
+      ->check(CLI::Range(1, 1000));
   CLI11_PARSE(app, argc, argv);
   if (page_kib % 4 != 0) {
     std::fprintf(stderr, "error: --page-kib must be a multiple of 4 (whole 4 KiB)\n");
@@ -250,7 +276,7 @@ int main(int argc, char** argv) {
       for (const bool in_place : {false, true}) {
         const std::string sub = dir + (in_place ? "/restore-in-place" : "/restore-staged");
         fs::create_directories(sub);
-        restores(sub, page_kib << 10, restore_pages, n_restores, in_place);
+        spills_and_restores(sub, page_kib << 10, restore_pages, n_restores, in_place);
         fs::remove_all(sub);
       }
     }

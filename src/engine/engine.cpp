@@ -102,9 +102,9 @@ Engine::~Engine() {
   if (l3_) {
     end_session_fetches(Clock::now(), true);  // their pages join the prefix cache
     // Everything still cached goes to L3 too, so a restarted engine finds it (R-KV4).
-    // Bounded in flight: each write holds a staging copy of its page until it completes.
+    // Bounded in flight: each write holds its page, or a staging copy of it, until it completes.
     prefix_->for_each_page([this](const CachedPage& page) {
-      l3_->spill(page);
+      l3_->spill(page, SpillSource::kPage);
       l3_->limit_in_flight(64);
     });
     l3_.reset();  // waits for the writes and saves the index, while the pool still exists

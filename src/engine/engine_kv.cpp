@@ -40,7 +40,12 @@ void Engine::open_l3() {
     l3_ = disk ? std::move(disk) : std::move(shared);
   }
   if (!l3_) return;
-  prefix_->set_evict_hook([this](const CachedPage& page) { l3_->spill(page); });
+  // A page reclaimed for an allocation is copied, so that its memory is free at once; an idle
+  // one is written from the page itself, which goes back to the pool when the write completes.
+  prefix_->set_evict_hook([this](const CachedPage& page, PrefixCache::EvictCause cause) {
+    l3_->spill(page,
+               cause == PrefixCache::EvictCause::kIdle ? SpillSource::kPage : SpillSource::kCopy);
+  });
   if (options_.l3_session_prefetch) session_prefetcher_.emplace();
 }
 
@@ -83,8 +88,10 @@ void Engine::drop_kv(Sequence& seq, bool preempted) {
     const size_t n_pages = std::min(seq.prefix_keys.size(), pages.size());
     for (size_t i = 0; i < n_pages && prefix_->holds_page(pages[i]); ++i) {
       const uint64_t parent = i ? seq.prefix_keys[i - 1] : prefix_->root_key();
+      // Copied: a preemption is for memory, and a page held for its write could not be reclaimed.
       l3_->spill({seq.prefix_keys[i], parent,
-                  seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens), pages[i]});
+                  seq.tokens.data() + i * static_cast<size_t>(options_.kv_page_tokens), pages[i]},
+                 SpillSource::kCopy);
     }
   }
   if (!preempted && l3_ && !seq.plan()) write_through(seq);
@@ -231,9 +238,11 @@ void Engine::spill_idle_pages(const Clock::time_point now) {
   next_idle_spill_ = now + idle_spill_interval();
   const Clock::time_point cutoff = now - l3_idle();
   // Free pages (idle ones just moved to L3, finished requests' last pages) give their memory
-  // back to the OS, so a server whose sessions went quiet shrinks. In small batches: each
-  // spilled page has a staging copy until its write completes, so releasing only after
-  // hundreds of spills would hold both copies of all of them for a moment.
+  // back to the OS, so a server whose sessions went quiet shrinks. In small batches: a page
+  // spilled while the pool is short of free pages has a staging copy until its write completes,
+  // so releasing only after hundreds of spills would hold both copies of all of them for a
+  // moment. (A page written in place goes back to the pool when its write completes, and is
+  // released at the next interval unless it is allocated again by then.)
   // The pages the next interval is likely to allocate stay resident (kv/free_page_reserve.h).
   constexpr size_t kBatch = 16;
   const size_t keep = free_page_reserve_.update(kv_->pool().allocations());

@@ -36,10 +36,11 @@ bool direct_aligned(std::span<const std::byte> piece) {
          piece.size() % kDirectAlignment == 0 && !piece.empty();
 }
 
-// The first of the trailing pieces, from `from` on, that a read can land in directly: each
+// The first of the trailing pieces, from `from` on, that a transfer can use directly: each
 // 4096-aligned in memory and in size, starting at a 4096-aligned offset of the page. The pieces
-// before it (a header, say) are read through a staging buffer. pieces.size() when none can.
-size_t first_in_place(const std::vector<std::span<std::byte>>& pieces, size_t from) {
+// before it (a header, say) go through a staging buffer. pieces.size() when none can.
+template <typename Pieces>
+size_t first_in_place_of(const Pieces& pieces, size_t from) {
   size_t first = pieces.size();
   while (first > from && direct_aligned(pieces[first - 1])) --first;
   if (pieces.size() - first >= static_cast<size_t>(IOV_MAX)) return pieces.size();
@@ -81,18 +82,22 @@ struct DiskStore::Op {
   bool is_write = false;
   L3Key key = 0;
   L3Entry entry;
-  // A write's copy of its whole slots from submission on; a read's destination from when it
-  // enters the ring (so reads waiting in the backlog hold no memory): its whole slots, or only
-  // the bytes of dest[0, in_place) when the rest is read in place.
+  // A write's copy of its whole slots from submission on (or of source[0, in_place) when the
+  // rest is written in place); a read's destination from when it enters the ring (so reads
+  // waiting in the backlog hold no memory): its whole slots, or only the bytes of
+  // dest[0, in_place) when the rest is read in place.
   StagingBuffer buffer;
   size_t buffer_bytes = 0;
   size_t transfer_bytes = 0;  // bytes the request moves
   size_t done = 0;            // bytes transferred so far (short transfers are continued)
-  std::vector<std::span<std::byte>> dest;
-  size_t in_place = 0;      // reads: dest[in_place, end) are the kernel's destination itself
+  std::vector<std::span<std::byte>> dest;  // a read's pieces
+  // The pieces before in_place are staged: a read's dest[in_place, end) and a write's `source`
+  // (the pieces from in_place on) are the kernel's buffers themselves.
+  size_t in_place = 0;
+  std::vector<std::span<const std::byte>> source;
   size_t kernel_bytes = 0;  // a read's bytes counted against read_bytes_in_kernel, in the ring
-  std::vector<iovec> iov;   // a read in place: its buffers, from `done` on, while in the ring
-  bool reads_in_place() const { return !is_write && in_place < dest.size(); }
+  std::vector<iovec> iov;   // a transfer in place: its buffers, from `done` on, while in the ring
+  bool transfers_in_place() const { return is_write ? !source.empty() : in_place < dest.size(); }
   std::chrono::steady_clock::time_point submitted;
   std::chrono::steady_clock::time_point in_ring_at;  // first handed to the ring
   bool reached_ring = false;
@@ -213,12 +218,17 @@ L3Ticket DiskStore::finish_now(L3Key key, bool is_write, L3Status status, int er
   return ticket;
 }
 
+size_t DiskStore::first_in_place(std::span<const std::span<const std::byte>> pieces, size_t from) {
+  return first_in_place_of(pieces, from);
+}
+
 L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::byte> bytes) {
   const std::span<const std::byte> one[] = {bytes};
   return submit_write(key, one);
 }
 
-L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces) {
+L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces,
+                                 size_t in_place_from) {
   size_t length = 0;
   for (const auto& piece : pieces) length += piece.size();
   if (length == 0) return finish_now(key, true, L3Status::kLengthMismatch);
@@ -235,21 +245,38 @@ L3Ticket DiskStore::submit_write(L3Key key, std::span<const std::span<const std:
   auto op = std::make_unique<Op>();
   op->is_write = true;
   op->key = key;
-  op->buffer_bytes = n_slots * options_.page_size;
-  op->transfer_bytes = op->buffer_bytes;
-  op->buffer = staging_.take(op->buffer_bytes);
-  if (op->buffer.empty()) {
-    table_.slots().release(*extent);
-    ++stats_.io_errors;
-    return finish_now(key, true, L3Status::kIoError, ENOMEM);
+  op->in_place = first_in_place(pieces, in_place_from);
+  const bool in_place = op->in_place < pieces.size();
+  if (in_place) {
+    // Whole 4 KiB: only the page's own bytes are written, not the rest of its last slot.
+    for (size_t i = 0; i < op->in_place; ++i) op->buffer_bytes += pieces[i].size();
+    op->transfer_bytes = length;
+  } else {
+    op->buffer_bytes = n_slots * options_.page_size;
+    op->transfer_bytes = op->buffer_bytes;
+  }
+  if (op->buffer_bytes > 0) {
+    op->buffer = staging_.take(op->buffer_bytes);
+    if (op->buffer.empty()) {
+      table_.slots().release(*extent);
+      ++stats_.io_errors;
+      return finish_now(key, true, L3Status::kIoError, ENOMEM);
+    }
   }
   size_t at = 0;
-  for (const auto& piece : pieces) {
-    if (!piece.empty()) std::memcpy(op->buffer.data() + at, piece.data(), piece.size());
-    at += piece.size();
+  for (size_t i = 0; i < op->in_place; ++i) {
+    if (!pieces[i].empty()) std::memcpy(op->buffer.data() + at, pieces[i].data(), pieces[i].size());
+    at += pieces[i].size();
   }
-  std::memset(op->buffer.data() + length, 0, op->buffer_bytes - length);
-  op->entry = L3Entry{*extent, length, page_crc(key, op->buffer.data(), length)};
+  stats_.bytes_copied += at;
+  uint32_t crc = page_crc(key, op->buffer.data(), at);
+  if (in_place) {
+    op->source.assign(pieces.begin() + static_cast<ptrdiff_t>(op->in_place), pieces.end());
+    for (const auto& piece : op->source) crc = crc32c_extend(crc, piece.data(), piece.size());
+  } else {
+    std::memset(op->buffer.data() + length, 0, op->buffer_bytes - length);
+  }
+  op->entry = L3Entry{*extent, length, crc};
   const L3Ticket ticket = next_ticket_++;
   op->ticket = ticket;
   latest_write_[key] = ticket;
@@ -274,7 +301,7 @@ L3Ticket DiskStore::submit_read(L3Key key, std::vector<std::span<std::byte>> pie
   auto op = std::make_unique<Op>();
   op->key = key;
   op->entry = *entry;
-  op->in_place = first_in_place(pieces, in_place_from);
+  op->in_place = first_in_place_of(pieces, in_place_from);
   if (op->in_place < pieces.size()) {
     // No copy of the page: only the pieces before in_place are staged, and only its own bytes
     // are read, not the rest of its last slot.
@@ -311,7 +338,7 @@ bool DiskStore::queue(Op& op) {
   if (op.is_write && writes_in_ring_ >= std::max(1u, options_.queue_depth * 3 / 4)) return false;
   if (!op.is_write && op.kernel_bytes == 0) {
     // A read enters within the bound (one read always may go), and gets its buffer now.
-    const size_t bytes = op.reads_in_place() ? op.transfer_bytes : op.buffer_bytes;
+    const size_t bytes = op.transfers_in_place() ? op.transfer_bytes : op.buffer_bytes;
     if (read_in_kernel_ > 0 && read_in_kernel_ + bytes > options_.read_bytes_in_kernel)
       return false;
     if (op.buffer_bytes > 0) {
@@ -328,12 +355,13 @@ bool DiskStore::queue(Op& op) {
   const uint64_t offset = op.entry.extent.first_slot * options_.page_size + op.done;
   const size_t length = op.transfer_bytes - op.done;
   bool queued;
-  if (op.is_write) {
+  if (op.transfers_in_place()) {
+    set_vectors(op);
+    const auto n = static_cast<unsigned>(op.iov.size());
+    queued = op.is_write ? file_->queue_writev(op.iov.data(), n, offset, op.ticket)
+                         : file_->queue_readv(op.iov.data(), n, offset, op.ticket);
+  } else if (op.is_write) {
     queued = file_->queue_write(op.buffer.data() + op.done, length, offset, op.ticket);
-  } else if (op.reads_in_place()) {
-    set_read_vectors(op);
-    queued =
-        file_->queue_readv(op.iov.data(), static_cast<unsigned>(op.iov.size()), offset, op.ticket);
   } else {
     queued = file_->queue_read(op.buffer.data() + op.done, length, offset, op.ticket);
   }
@@ -562,6 +590,7 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
           if (!piece.empty()) std::memcpy(piece.data(), op.buffer.data() + at, piece.size());
           at += piece.size();
         }
+        stats_.bytes_copied += at;
         ++stats_.pages_read;
         stats_.bytes_read += op.entry.length;
         if (table_.touch(op.key)) journal_->record_touch(op.key);  // LRU: a read uses it
@@ -592,23 +621,28 @@ void DiskStore::finish(Op& op, L3Status status, int error) {
   ops_.erase(ticket);                   // destroys op
 }
 
-void DiskStore::set_read_vectors(Op& op) {
+void DiskStore::set_vectors(Op& op) {
   op.iov.clear();
   size_t skip = op.done;
-  const auto add = [&](std::byte* data, size_t size) {
+  const auto add = [&](const std::byte* data, size_t size) {
     if (skip >= size) {
       skip -= size;
       return;
     }
-    op.iov.push_back({data + skip, size - skip});
+    // iovec's base is not const; a write only reads through it.
+    op.iov.push_back({const_cast<std::byte*>(data) + skip, size - skip});
     skip = 0;
   };
   if (op.buffer_bytes > 0) add(op.buffer.data(), op.buffer_bytes);
-  for (size_t i = op.in_place; i < op.dest.size(); ++i) add(op.dest[i].data(), op.dest[i].size());
+  if (op.is_write) {
+    for (const auto& piece : op.source) add(piece.data(), piece.size());
+  } else {
+    for (size_t i = op.in_place; i < op.dest.size(); ++i) add(op.dest[i].data(), op.dest[i].size());
+  }
 }
 
 uint32_t DiskStore::read_crc(const Op& op) {
-  if (!op.reads_in_place()) return page_crc(op.key, op.buffer.data(), op.entry.length);
+  if (!op.transfers_in_place()) return page_crc(op.key, op.buffer.data(), op.entry.length);
   uint32_t crc = page_crc(op.key, op.buffer.data(), op.buffer_bytes);
   for (size_t i = op.in_place; i < op.dest.size(); ++i)
     crc = crc32c_extend(crc, op.dest[i].data(), op.dest[i].size());

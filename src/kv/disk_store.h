@@ -23,17 +23,20 @@
 // Every failure is a typed status on the completion, never an exception or a crash: the caller
 // degrades to recomputation. Waits are bounded by a timeout.
 //
-// Lifetime of buffers: submit_write() copies the bytes at once (the caller may reuse them) into a
-// staging buffer that is unmapped when the write completes; a read's staging buffer exists only
-// while the read is in the kernel (bounded by read_bytes_in_kernel).
+// Lifetime of buffers: the pieces a transfer may use in place (`in_place_from`) are the kernel's
+// buffers themselves when the trailing ones among them are 4096-aligned in address and size, at
+// a 4096-aligned offset of the page (an L2 page's blocks); all other bytes go through a staging
+// buffer (a 192 KiB page staged cost a memcpy, and, when no kept buffer fitted, a page fault per
+// 4 KiB and a second copy of the page in memory until the transfer completed).
+// submit_write() copies the staged pieces at once (the caller may reuse them); those written in
+// place must stay valid and unchanged until its completion has been returned by poll() or wait()
+// (or the store is destroyed). A write's staging buffer is kept or unmapped when it completes.
 // submit_read() writes into the caller's destination spans, so they must stay valid until its
-// completion has been returned by poll() or wait() (or the store is destroyed). Pieces are
-// written only when the checksum matches, except those the caller lets the store read into in
-// place (`in_place_from`): when the trailing ones among them are 4096-aligned in address and size,
-// at a 4096-aligned offset of the page (an L2 page's blocks), the kernel reads into them with no
-// staging copy (a 192 KiB page copied from staging cost a memmove and a second page of memory per
-// read), and they hold unspecified bytes unless the read completes with kOk. The caller chooses,
-// so whether a destination can see bad bytes never depends on where its memory happens to lie.
+// completion has been returned likewise; a read's staging buffer exists only while the read is in
+// the kernel (bounded by read_bytes_in_kernel). A read's staged pieces are filled only when the
+// checksum matches; those read in place hold unspecified bytes unless the read completes with kOk.
+// The caller chooses, so whether a destination can see bad bytes never depends on where its memory
+// happens to lie.
 //
 // Not synchronised: one thread (the engine's step loop) calls everything.
 #pragma once
@@ -124,6 +127,7 @@ struct DiskStoreStats {
   uint64_t pages_written = 0, bytes_written = 0;
   uint64_t pages_read = 0, bytes_read = 0;  // successful, checksum verified
   uint64_t staging_reused = 0;              // transfers staged in a kept buffer (no new memory)
+  uint64_t bytes_copied = 0;  // between the caller's pieces and staging buffers (not in place)
   uint64_t not_found = 0;
   uint64_t checksum_failures = 0;
   uint64_t io_errors = 0;
@@ -151,13 +155,18 @@ class DiskStore {
 
   // Stores the concatenation of `pieces` under `key`, replacing any earlier page of that key once
   // the write has completed (until then reads see the old one). Zero bytes is kLengthMismatch.
-  L3Ticket submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces);
+  // pieces[in_place_from, end) may be written from in place (see above); by default none.
+  L3Ticket submit_write(L3Key key, std::span<const std::span<const std::byte>> pieces,
+                        size_t in_place_from = SIZE_MAX);
   L3Ticket submit_write(L3Key key, std::span<const std::byte> bytes);
   // Reads `key` into `pieces` (scattered in order); their total size must equal the stored length.
   // pieces[in_place_from, end) may be read into in place (see above); by default none.
   L3Ticket submit_read(L3Key key, std::vector<std::span<std::byte>> pieces,
                        size_t in_place_from = SIZE_MAX);
   L3Ticket submit_read(L3Key key, std::span<std::byte> bytes);
+  // Of pieces[from, end), the first of the trailing pieces a transfer uses in place (see above);
+  // pieces.size() when none.
+  static size_t first_in_place(std::span<const std::span<const std::byte>> pieces, size_t from);
 
   // Completions that are ready; when there are none yet but requests are in flight, waits up to
   // `timeout` for the first (zero: never blocks). Each ticket's completion is returned once, by
@@ -215,7 +224,7 @@ class DiskStore {
   void complete(Op& op, int result);
   void finish(Op& op, L3Status status, int error);
   void release_extent(L3Extent extent);
-  void set_read_vectors(Op& op);           // op.iov: its remaining bytes, for a read in place
+  void set_vectors(Op& op);                // op.iov: its remaining bytes, for a transfer in place
   static uint32_t read_crc(const Op& op);  // of the bytes a completed read brought
   void warn(std::string message);
   // End of every collect(): appends the journal records of the batch (the writes completed in

@@ -65,6 +65,15 @@ bool IoUringFile::queue_readv(const iovec* vectors, unsigned n, uint64_t offset,
   return true;
 }
 
+bool IoUringFile::queue_writev(const iovec* vectors, unsigned n, uint64_t offset,
+                               uint64_t user_data) {
+  io_uring_sqe* sqe = io_uring_get_sqe(ring_);
+  if (!sqe) return false;
+  io_uring_prep_writev(sqe, fd_, vectors, n, offset);
+  io_uring_sqe_set_data64(sqe, user_data);
+  return true;
+}
+
 bool IoUringFile::queue_write(const void* buffer, size_t length, uint64_t offset,
                               uint64_t user_data) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring_);

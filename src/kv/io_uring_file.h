@@ -49,8 +49,10 @@ class IoUringFile {
   // Queue one request; false when the ring's submission queue is full (submit() or reap first).
   bool queue_read(void* buffer, size_t length, uint64_t offset, uint64_t user_data);
   bool queue_write(const void* buffer, size_t length, uint64_t offset, uint64_t user_data);
-  // A read scattered over `n` buffers in order; `vectors` must stay valid until the completion.
+  // A read scattered over (a write gathered from) `n` buffers in order; `vectors` must stay
+  // valid until the completion.
   bool queue_readv(const iovec* vectors, unsigned n, uint64_t offset, uint64_t user_data);
+  bool queue_writev(const iovec* vectors, unsigned n, uint64_t offset, uint64_t user_data);
   // Hands queued requests to the kernel. Returns how many, or -errno (they stay queued).
   int submit();
   // Appends finished requests to `out`. Waits up to `timeout` for the first one when none is

@@ -40,12 +40,13 @@ void L3PrefixTier::make_room() {
 }
 
 L3PrefixTier::~L3PrefixTier() {
-  // Writes copied their bytes at submission; a bounded drain lets them land before the
-  // store saves its index (the store's destructor drains again, also bounded).
+  // A bounded drain lets the writes land before the store saves its index (the store's
+  // destructor drains again, also bounded).
   store_->drain(std::chrono::seconds(10));
   for (const L3Completion& done : store_->poll()) account(done);
   // Before late_reads_ goes: a read still in flight is copied into its buffers when it completes.
   store_.reset();
+  for (const auto& [ticket, page] : held_for_write_) pool_.free(page);
 }
 
 size_t L3PrefixTier::header_bytes() const {
@@ -61,14 +62,23 @@ std::vector<std::byte> L3PrefixTier::header(const CachedPage& page) const {
   return bytes;
 }
 
-void L3PrefixTier::spill(const CachedPage& page) {
+void L3PrefixTier::spill(const CachedPage& page, SpillSource source) {
   if (contains(page.key)) return;  // stored, or being written
   make_room();
-  const std::vector<std::byte> head = header(page);
+  const std::vector<std::byte> head = header(page);  // staged: copied at submission
   std::vector<std::span<const std::byte>> pieces = {head};
   for (const auto& span : l2_page_const_spans(pool_, page.page)) pieces.push_back(span);
-  store_->submit_write(page.key, pieces);  // copies the bytes now; the outcome comes to poll()
+  // Pages waiting for their writes are used memory of the pool: never more of them than it has
+  // free pages, so that allocations meanwhile still find room.
+  const bool from_page = source == SpillSource::kPage &&
+                         held_for_write_.size() < pool_.pages_free() &&
+                         DiskStore::first_in_place(pieces, 1) == 1;
+  const L3Ticket ticket = store_->submit_write(page.key, pieces, from_page ? 1 : SIZE_MAX);
   writing_.insert(page.key);
+  if (from_page) {
+    pool_.retain(page.page);
+    held_for_write_.emplace(ticket, page.page);
+  }
 }
 
 L3RestoreId L3PrefixTier::begin_restore(std::vector<CachedPage> chain) {
@@ -171,6 +181,10 @@ void L3PrefixTier::account(const L3Completion& done) {
     return;
   }
   writing_.erase(done.key);
+  if (auto held = held_for_write_.find(done.ticket); held != held_for_write_.end()) {
+    pool_.free(held->second);
+    held_for_write_.erase(held);
+  }
   if (done.ok()) {
     ++stats_.spills;
   } else {

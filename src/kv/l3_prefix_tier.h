@@ -8,7 +8,9 @@
 // to 4096 bytes, which costs no disk space (the unpadded header took a slot of its own as well)
 // and puts the K/V bytes on 4096-aligned offsets: when each layer's K and V blocks are whole
 // 4 KiB too (f16 pages of 16 positions with kv_dim a multiple of 128), a restore reads them
-// straight into the L2 page (DiskStore's reads in place) with only the header staged. A store
+// straight into the L2 page (DiskStore's reads in place) with only the header staged, and a page
+// spilled with SpillSource::kPage is written from the L2 page itself: the tier holds a reference
+// on it until the write completes, as long as fewer pages wait so than the pool has free. A store
 // written with unpadded headers (kRecordVersion 1) is not read: the engine mixes kRecordVersion
 // into the store's content tag. finish_restore() checks the header against what the caller
 // expects, on top of the store's CRC-32C, so a page is only used for exactly the prefix it was
@@ -49,9 +51,10 @@ class L3PrefixTier final : public PrefixTier {
   L3PrefixTier(DiskStoreOptions options, PagePool& pool);
   ~L3PrefixTier() override;  // waits (bounded) for writes in flight, saves the index
 
-  // Writes `page` unless its key is stored already. The bytes are copied now; the L2 page may be
-  // freed right away.
-  void spill(const CachedPage& page) override;
+  // Writes `page` unless its key is stored already: with kCopy (or when the page cannot be
+  // written in place, or the pool is short of free pages) the bytes are copied now, otherwise the
+  // tier holds a reference on the page until its write completes.
+  void spill(const CachedPage& page, SpillSource source) override;
   // Stored, or being written: begin_restore() waits (up to kWriteWait) for such a write.
   bool contains(uint64_t key) const override {
     return store_->contains(key) || writing_.count(key) > 0;
@@ -82,6 +85,8 @@ class L3PrefixTier final : public PrefixTier {
   std::chrono::milliseconds read_timeout() const override { return kReadTimeout; }
 
   const L3TierStats& stats() const { return stats_; }
+  // Pages the tier holds a reference on until their writes complete.
+  size_t pages_held_for_writes() const { return held_for_write_.size(); }
   const DiskStore& store() const { return *store_; }
   // p99 of the device's read latency (from entering the ring to completion), seconds (0 before
   // any read).
@@ -102,7 +107,8 @@ class L3PrefixTier final : public PrefixTier {
   PagePool& pool_;
   std::unique_ptr<DiskStore> store_;
   uint64_t slots_per_page_ = 1;
-  std::unordered_set<uint64_t> writing_;  // keys with a write in flight
+  std::unordered_set<uint64_t> writing_;                 // keys with a write in flight
+  std::unordered_map<L3Ticket, PageId> held_for_write_;  // written in place: freed on completion
   struct LateRead {
     PageId page;                  // freed when the read completes
     std::vector<std::byte> head;  // the header's destination

@@ -112,15 +112,15 @@ bool PrefixCache::reclaim_one() {
     if (victim == lru_.end()) victim = it;
   }
   if (victim == lru_.end()) return false;
-  evict(victim);
+  evict(victim, EvictCause::kReclaim);
   return true;
 }
 
-void PrefixCache::evict(std::list<uint64_t>::iterator it) {
+void PrefixCache::evict(std::list<uint64_t>::iterator it, EvictCause cause) {
   const uint64_t key = *it;
   const Entry& e = entries_.at(key);
   const PageId page = e.page;
-  if (evict_hook_) evict_hook_({key, e.parent, e.tokens.data(), page});
+  if (evict_hook_) evict_hook_({key, e.parent, e.tokens.data(), page}, cause);
   lru_.erase(it);
   entries_.erase(key);
   held_[page] = 0;
@@ -136,7 +136,7 @@ size_t PrefixCache::evict_idle_since(std::chrono::steady_clock::time_point cutof
        n < max_pages && it != lru_.end() && entries_.at(*it).touched < cutoff;) {
     auto next = std::next(it);
     if (pool_.ref_count(entries_.at(*it).page) == 1) {
-      evict(it);
+      evict(it, EvictCause::kIdle);
       ++n;
     }
     it = next;

@@ -70,9 +70,12 @@ class PrefixCache final : public PageReclaimer {
   void insert(const uint64_t* keys, size_t n_keys, const int32_t* tokens,
               const std::vector<PageId>& pages, bool session);
 
-  // Called with each page about to be evicted, before it goes back to the pool: the place to
-  // copy it to a lower tier. Null: none.
-  using EvictHook = std::function<void(const CachedPage&)>;
+  // Why a page leaves the cache: an allocation needs its memory now (reclaim_one), or it went
+  // unused since a cutoff (evict_idle_since).
+  enum class EvictCause : uint8_t { kReclaim, kIdle };
+  // Called with each page about to be evicted, before the cache's reference on it goes back to
+  // the pool: the place to write it to a lower tier. Null: none.
+  using EvictHook = std::function<void(const CachedPage&, EvictCause)>;
   void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
   // Every cached page, in no particular order (e.g. to save them all at shutdown).
   void for_each_page(const std::function<void(const CachedPage&)>& visit) const;
@@ -103,7 +106,7 @@ class PrefixCache final : public PageReclaimer {
     std::list<uint64_t>::iterator lru;              // position in lru_
     std::chrono::steady_clock::time_point touched;  // last lookup or insert
   };
-  void evict(std::list<uint64_t>::iterator it);
+  void evict(std::list<uint64_t>::iterator it, EvictCause cause);
   uint64_t child_key(uint64_t parent, const int32_t* tokens) const;
   // Whether `e` is the entry of the page after `parent` holding `tokens`.
   bool holds(const Entry& e, uint64_t parent, const int32_t* tokens) const;

@@ -25,6 +25,9 @@ using TierProbeId = uint64_t;
 
 enum class KvTierKind : uint8_t { kDisk, kShared };
 
+// Where a spilled page's bytes are taken from while its write is in flight.
+enum class SpillSource : uint8_t { kCopy, kPage };
+
 struct RestoredPages {
   size_t total = 0;   // leading pages of the chain restored
   size_t shared = 0;  // of those, read from the shared tier (the rest from the local disk)
@@ -63,8 +66,10 @@ class PrefixTier {
  public:
   virtual ~PrefixTier() = default;
 
-  // A page evicted from L2 (or saved at shutdown); its bytes are copied now.
-  virtual void spill(const CachedPage& page) = 0;
+  // A page evicted from L2 (or saved at shutdown). kCopy: its bytes are copied now (its memory is
+  // needed at once); kPage: the tier may keep a reference on the page (PagePool::retain) and
+  // write from it, giving it back when the write completes.
+  virtual void spill(const CachedPage& page, SpillSource source) = 0;
   // A page of a turn that just finished: tiers shared with other replicas write it at once, so
   // that the next turn finds it wherever it lands. The bytes are copied now.
   virtual void write_through(const CachedPage& page) { (void)page; }

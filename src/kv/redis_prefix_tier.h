@@ -43,7 +43,7 @@ class RedisPrefixTier final : public PrefixTier {
   RedisPrefixTier(RedisTierOptions options, PagePool& pool);
   ~RedisPrefixTier() override;  // waits (bounded by the store's timeouts) for the writes
 
-  void spill(const CachedPage& page) override { write(page); }
+  void spill(const CachedPage& page, SpillSource) override { write(page); }  // always copies
   void write_through(const CachedPage& page) override { write(page); }
   bool contains(uint64_t key) const override { return fetched_.count(key) != 0; }
   TierProbeId probe(const uint64_t* keys, size_t n_keys) override;

@@ -13,9 +13,9 @@ StackedPrefixTier::~StackedPrefixTier() {
   shared_.reset();
 }
 
-void StackedPrefixTier::spill(const CachedPage& page) {
-  local_->spill(page);
-  shared_->spill(page);
+void StackedPrefixTier::spill(const CachedPage& page, SpillSource source) {
+  local_->spill(page, source);
+  shared_->spill(page, source);
 }
 
 bool StackedPrefixTier::contains(uint64_t key) const {

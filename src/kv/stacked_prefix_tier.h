@@ -16,7 +16,7 @@ class StackedPrefixTier final : public PrefixTier {
   StackedPrefixTier(std::unique_ptr<PrefixTier> local, std::unique_ptr<PrefixTier> shared);
   ~StackedPrefixTier() override;  // the disk tier first: its destructor saves the index
 
-  void spill(const CachedPage& page) override;
+  void spill(const CachedPage& page, SpillSource source) override;
   void write_through(const CachedPage& page) override { shared_->write_through(page); }
   bool contains(uint64_t key) const override;
   TierProbeId probe(const uint64_t* keys, size_t n_keys) override;

@@ -322,6 +322,43 @@ TEST_F(DiskStoreTest, AlignedDestinationsAreReadInPlaceWithOnlyTheHeadStaged) {
   }
 }
 
+// A write's trailing 4096-aligned pieces, when the caller lets it, are gathered by the kernel
+// from where they lie: only the pieces before them are copied, and the page reads back
+// byte-exact under its checksum. Pieces not let in place, or after an odd-sized head, are copied.
+TEST_F(DiskStoreTest, AlignedSourcesAreWrittenInPlaceWithOnlyTheHeadCopied) {
+  DiskStore store(options_for(dir_.path));
+  ASSERT_TRUE(store.stats().direct_io);
+  const size_t tail = 3 * 8192;
+  struct Case {
+    const char* name;
+    size_t head;           // bytes of a leading piece, in a std::vector (0: none)
+    size_t in_place_from;  // submit_write's argument
+    size_t copied;         // expected bytes copied at submission
+  };
+  L3Key key = 0;
+  for (const Case c : {Case{"no head", 0, 0, 0}, Case{"a 4096-byte head", 4096, 1, 4096},
+                       Case{"a 100-byte head: all copied", 100, 1, 100 + tail},
+                       Case{"not let in place: all copied", 0, SIZE_MAX, tail}}) {
+    SCOPED_TRACE(c.name);
+    ++key;
+    const std::vector<std::byte> page = page_bytes(key, c.head + tail);
+    StagingBuffer body(tail);
+    std::memcpy(body.data(), page.data() + c.head, tail);
+    std::vector<std::span<const std::byte>> pieces;
+    if (c.head) pieces.emplace_back(page.data(), c.head);
+    for (size_t at = 0; at < tail; at += 8192) pieces.push_back(part(body, at, 8192));
+    EXPECT_EQ(DiskStore::first_in_place(pieces, c.in_place_from) < pieces.size(),
+              c.copied == c.head);
+    const uint64_t before = store.stats().bytes_copied;
+    const L3Ticket ticket = store.submit_write(key, pieces, c.in_place_from);
+    EXPECT_EQ(store.stats().bytes_copied - before, c.copied);
+    ASSERT_EQ(store.wait(ticket, kWait).status, L3Status::kOk);
+    std::vector<std::byte> back(page.size());
+    ASSERT_EQ(read_and_wait(store, key, back).status, L3Status::kOk);
+    EXPECT_EQ(back, page);
+  }
+}
+
 // Reads in place take no staging memory but still enter the kernel within read_bytes_in_kernel,
 // so that a restore's reads are not spread among those of the restores queued behind it.
 TEST_F(DiskStoreTest, ReadsInPlaceAlsoWaitForTheBoundAndAllArrive) {

@@ -445,7 +445,7 @@ TEST(KvDtype, F16PagesRoundTripThroughL3) {
     }
   }
   const std::vector<int32_t> tokens = {3, 1, 4, 1};
-  tier->spill({21, 20, tokens.data(), page});
+  tier->spill({21, 20, tokens.data(), page}, SpillSource::kCopy);
   tier->limit_in_flight(0);
   EXPECT_EQ(tier->stats().spills, 1u);
   for (int layer = 0; layer < geometry.n_layers; ++layer) {

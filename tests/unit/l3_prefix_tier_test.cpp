@@ -84,8 +84,8 @@ TEST_F(L3PrefixTierTest, SpilledPagesComeBackByteExactOnlyForTheirPrefix) {
   const std::vector<int32_t> tokens = {5, 6, 7, 8};
   const PageId page = *pool.allocate();
   fill(pool, page, 100);
-  tier->spill({11, 10, tokens.data(), page});
-  tier->spill({11, 10, tokens.data(), page});  // stored already: not written twice
+  tier->spill({11, 10, tokens.data(), page}, SpillSource::kCopy);
+  tier->spill({11, 10, tokens.data(), page}, SpillSource::kPage);  // stored already: no write
   tier->limit_in_flight(0);
   EXPECT_EQ(tier->stats().spills, 1u);
   fill(pool, page, 0);
@@ -116,7 +116,7 @@ TEST_F(L3PrefixTierTest, WholeKibPagesAreReadIntoL2InPlaceInNoMoreSlots) {
   const PageId page = *pool.allocate();
   for (uint64_t key = 1; key <= 3; ++key) {
     fill(pool, page, static_cast<float>(10 * key));
-    tier.spill({key, 0, tokens.data(), page});
+    tier.spill({key, 0, tokens.data(), page}, SpillSource::kCopy);
     tier.limit_in_flight(0);
   }
   EXPECT_EQ(tier.stats().spills, 3u);
@@ -136,6 +136,90 @@ TEST_F(L3PrefixTierTest, WholeKibPagesAreReadIntoL2InPlaceInNoMoreSlots) {
   EXPECT_EQ(tier.stats().restore_failures, 1u);
 }
 
+// kPage: a page whose K/V blocks are whole 4 KiB is written from the L2 page itself, only its
+// header copied; the tier holds a reference on the page until the write completes. kCopy, a
+// page that cannot be written in place, or a pool without a free page to spare: copied, and the
+// page is the caller's again at once.
+TEST_F(L3PrefixTierTest, SpillsFromThePageHoldItUntilTheWriteCompletes) {
+  const PageGeometry geometry{4, 2, 256};  // f32: 4 KiB blocks, 16 KiB of K/V per page
+  PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
+  DiskStoreOptions o;
+  o.path = dir_;
+  o.capacity_bytes = 8 * 5 * 4096;
+  L3PrefixTier tier(o, pool);
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const PageId page = *pool.allocate();
+  const uint64_t copied_before = tier.store().stats().bytes_copied;
+  fill(pool, page, 7);
+  tier.spill({1, 0, tokens.data(), page}, SpillSource::kPage);
+  EXPECT_EQ(pool.ref_count(page), 2u);
+  EXPECT_EQ(tier.pages_held_for_writes(), 1u);
+  EXPECT_EQ(tier.store().stats().bytes_copied - copied_before, 4096u) << "only the header";
+  tier.limit_in_flight(0);
+  EXPECT_EQ(pool.ref_count(page), 1u) << "given back when the write completed";
+  EXPECT_EQ(tier.pages_held_for_writes(), 0u);
+  EXPECT_EQ(tier.stats().spills, 1u);
+
+  tier.spill({2, 0, tokens.data(), page}, SpillSource::kCopy);
+  EXPECT_EQ(pool.ref_count(page), 1u);
+  EXPECT_EQ(tier.store().stats().bytes_copied - copied_before, 2 * 4096u + 4 * 4096u);
+  tier.limit_in_flight(0);
+
+  // Every other page in use: none to spare for a page waiting for its write.
+  std::vector<PageId> others;
+  while (auto p = pool.allocate()) others.push_back(*p);
+  ASSERT_EQ(pool.pages_free(), 0u);
+  tier.spill({3, 0, tokens.data(), page}, SpillSource::kPage);
+  EXPECT_EQ(pool.ref_count(page), 1u);
+  EXPECT_EQ(tier.pages_held_for_writes(), 0u);
+  tier.limit_in_flight(0);
+  for (PageId p : others) pool.free(p);
+
+  fill(pool, page, 0);
+  for (uint64_t key = 1; key <= 3; ++key) {
+    EXPECT_TRUE(restore_one(tier, {key, 0, tokens.data(), page})) << key;
+    EXPECT_TRUE(holds(pool, page, 7)) << key;
+  }
+}
+
+TEST_F(L3PrefixTierTest, PagesThatCannotBeWrittenInPlaceAreCopiedWhateverTheSource) {
+  PagePool pool(kGeometry, 8 * PagePool::page_bytes_for(kGeometry));  // 256-byte blocks
+  auto tier = open(pool, 16);
+  ASSERT_TRUE(tier);
+  const std::vector<int32_t> tokens = {5, 6, 7, 8};
+  const PageId page = *pool.allocate();
+  fill(pool, page, 3);
+  tier->spill({11, 10, tokens.data(), page}, SpillSource::kPage);
+  EXPECT_EQ(pool.ref_count(page), 1u);
+  EXPECT_EQ(tier->pages_held_for_writes(), 0u);
+  tier->limit_in_flight(0);
+  fill(pool, page, 0);
+  EXPECT_TRUE(restore_one(*tier, {11, 10, tokens.data(), page}));
+  EXPECT_TRUE(holds(pool, page, 3));
+}
+
+// A page held for its write whose tier goes away first is given back to the pool.
+TEST_F(L3PrefixTierTest, ATierClosingWithWritesInFlightGivesTheirPagesBack) {
+  const PageGeometry geometry{4, 2, 256};
+  PagePool pool(geometry, 4 * PagePool::page_bytes_for(geometry));
+  DiskStoreOptions o;
+  o.path = dir_;
+  o.capacity_bytes = 8 * 5 * 4096;
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const PageId page = *pool.allocate();
+  fill(pool, page, 9);
+  {
+    L3PrefixTier tier(o, pool);
+    tier.spill({1, 0, tokens.data(), page}, SpillSource::kPage);
+    EXPECT_EQ(pool.ref_count(page), 2u);
+  }
+  EXPECT_EQ(pool.ref_count(page), 1u);
+  L3PrefixTier reopened(o, pool);
+  fill(pool, page, 0);
+  EXPECT_TRUE(restore_one(reopened, {1, 0, tokens.data(), page}));
+  EXPECT_TRUE(holds(pool, page, 9));
+}
+
 // A follow-up turn can arrive while the pages of its history are still being written (the
 // write was submitted, its completion not yet polled): they count as held, and the restore waits
 // for the write instead of recomputing them (EngineL3.PagesEvictedFromL2ComeBackFromL3 failed
@@ -147,10 +231,10 @@ TEST_F(L3PrefixTierTest, APageWhoseWriteIsInFlightIsRestoredNotRecomputed) {
   const std::vector<int32_t> first = {1, 2, 3, 4}, second = {5, 6, 7, 8};
   const PageId a = *pool.allocate(), b = *pool.allocate();
   fill(pool, a, 21);
-  tier->spill({31, 0, first.data(), a});
+  tier->spill({31, 0, first.data(), a}, SpillSource::kCopy);
   tier->limit_in_flight(0);  // the chain's first page is stored
   fill(pool, b, 22);
-  tier->spill({32, 31, second.data(), b});  // not polled: its write is in flight
+  tier->spill({32, 31, second.data(), b}, SpillSource::kCopy);  // its write is not polled yet
   EXPECT_EQ(tier->disk_stats().writes_in_flight, 1u);
   EXPECT_TRUE(tier->contains(32));
   for (PageId p : {a, b}) fill(pool, p, 0);
@@ -169,7 +253,7 @@ TEST_F(L3PrefixTierTest, TheOldestPagesMakeRoomWhenTheCapacityIsUsedUp) {
   const PageId page = *pool.allocate();
   for (uint64_t key = 1; key <= 5; ++key) {
     fill(pool, page, static_cast<float>(key));
-    tier->spill({key, 0, tokens.data(), page});
+    tier->spill({key, 0, tokens.data(), page}, SpillSource::kCopy);
     tier->limit_in_flight(0);
   }
   EXPECT_EQ(tier->stats().spills, 5u);
@@ -189,7 +273,7 @@ TEST_F(L3PrefixTierTest, ARestoredPageIsKeptOverOlderUnusedOnesAcrossARestart) {
   const PageId page = *pool.allocate();
   const auto spill = [&](L3PrefixTier& tier, uint64_t key) {
     fill(pool, page, static_cast<float>(key));
-    tier.spill({key, 0, tokens.data(), page});
+    tier.spill({key, 0, tokens.data(), page}, SpillSource::kCopy);
     tier.limit_in_flight(0);
   };
   {
@@ -220,7 +304,7 @@ TEST_F(L3PrefixTierTest, APageWrittenAgainAfterAFailedRestoreIsEvictedByItsNewAg
   const PageId page = *pool.allocate();
   const auto spill = [&](uint64_t key) {
     fill(pool, page, static_cast<float>(key));
-    tier->spill({key, 0, tokens.data(), page});
+    tier->spill({key, 0, tokens.data(), page}, SpillSource::kCopy);
     tier->limit_in_flight(0);
   };
   for (uint64_t key = 1; key <= 3; ++key) spill(key);
@@ -246,7 +330,7 @@ TEST_F(L3PrefixTierTest, PagesSurviveReopeningTheStore) {
     auto tier = open(pool, 4);
     ASSERT_TRUE(tier);
     fill(pool, page, 7);
-    tier->spill({42, 0, tokens.data(), page});
+    tier->spill({42, 0, tokens.data(), page}, SpillSource::kCopy);
   }
   fill(pool, page, 0);
   auto tier = open(pool, 4);
@@ -264,7 +348,7 @@ TEST_F(L3PrefixTierTest, AChainIsRestoredUpToItsFirstBadPage) {
   for (int i = 0; i < 4; ++i) pages.push_back(*pool.allocate());
   for (uint64_t key = 1; key <= 3; ++key) {
     fill(pool, pages[0], static_cast<float>(key));
-    tier->spill({key, key - 1, tokens.data(), pages[0]});
+    tier->spill({key, key - 1, tokens.data(), pages[0]}, SpillSource::kCopy);
   }
   tier->limit_in_flight(0);
   // Pages 1 and 3 as stored, page 2 expected with other tokens, key 4 never stored.

@@ -134,7 +134,10 @@ TEST(PrefixCache, ReserveEvictsIdlePagesLeavesFirstAndNeverPinnedOnes) {
   PrefixCache cache(kv->pool(), 7);
   kv->set_reclaimer(&cache);
   std::vector<uint64_t> evicted;
-  cache.set_evict_hook([&](const CachedPage& p) { evicted.push_back(p.key); });
+  cache.set_evict_hook([&](const CachedPage& p, PrefixCache::EvictCause cause) {
+    EXPECT_EQ(cause, PrefixCache::EvictCause::kReclaim);  // an allocation needs the memory
+    evicted.push_back(p.key);
+  });
   const std::vector<int32_t> a = iota_tokens(12, 10);
   kv->reserve(0, 12);
   publish(cache, *kv, 0, a, 3);
@@ -197,7 +200,10 @@ TEST(PrefixCache, IdleEvictionTakesOnlyPagesUntouchedSinceTheCutoffAndNotPinned)
   auto kv = make_kv(6);
   PrefixCache cache(kv->pool(), 7);
   std::vector<uint64_t> evicted;
-  cache.set_evict_hook([&](const CachedPage& page) { evicted.push_back(page.key); });
+  cache.set_evict_hook([&](const CachedPage& page, PrefixCache::EvictCause cause) {
+    EXPECT_EQ(cause, PrefixCache::EvictCause::kIdle);
+    evicted.push_back(page.key);
+  });
   const std::vector<int32_t> old_tokens = iota_tokens(8, 10), pinned = iota_tokens(4, 30);
   kv->reserve(0, 8);
   publish(cache, *kv, 0, old_tokens, 2);

@@ -22,7 +22,7 @@ class ScriptedTier : public PrefixTier {
   int probes = 0;
   bool probe_answered = false;
 
-  void spill(const CachedPage&) override {}
+  void spill(const CachedPage&, SpillSource) override {}
   bool contains(uint64_t key) const override { return held.count(key) > 0; }
   TierProbeId probe(const uint64_t*, size_t) override {
     ++probes;
