@@ -340,35 +340,48 @@ TEST_F(EngineL3, AnotherKvDtypeNeverReadsThePages) {
   }
 }
 
+// Pages of 16 positions (f32 blocks of 2 KiB) are copied on their way out; pages of 32 (blocks
+// of 4 KiB) are written from the L2 page itself, which goes back to the pool only when its write
+// has completed, and are read straight into their new L2 page.
 TEST_F(EngineL3, IdleCachedPagesMoveToL3AndComeBack) {
   K25_REQUIRE_SHARED();
   const std::vector<TokenId> prompt = encode(kStory);
   const std::vector<TokenId> expected = reference(prompt, 12);
-  EngineOptions o = options();
-  o.l3_idle_seconds = 0.2;
-  Engine engine(*model_, o);
-  K25_REQUIRE_L3(engine);
-  EXPECT_EQ(run(engine, prompt, 12).tokens, expected);
-  // The idle engine checks about once a second; give it a few. Stats are published after each
-  // step, so right after the request the page count may not be up to date yet; and a page is
-  // found in L3 once its write has completed (collected at the next step), not before.
-  const auto moved = [&] {
-    const EngineStats& st = engine.stats();
-    return st.l3_idle_spills.load() > 0 && st.prefix_cache_pages.load() == 0 &&
-           st.l3_spills.load() >= st.l3_idle_spills.load();
-  };
-  // Waits for the condition, with a deadline far past what a busy machine needs.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (!moved() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const ModelConfig& c = model_->config();
+  const size_t row_bytes = static_cast<size_t>(c.n_kv_heads) * c.head_dim * sizeof(float);
+  for (const int page_tokens : {16, 32}) {
+    SCOPED_TRACE(page_tokens);
+    EngineOptions o = options();
+    o.kv_page_tokens = page_tokens;
+    o.l3_idle_seconds = 0.2;
+    ASSERT_EQ(page_tokens * row_bytes % 4096 == 0, page_tokens == 32) << "the two layouts";
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Engine engine(*model_, o);
+    K25_REQUIRE_L3(engine);
+    EXPECT_EQ(run(engine, prompt, 12).tokens, expected);
+    // The idle engine checks about once a second; give it a few. Stats are published after each
+    // step, so right after the request the page count may not be up to date yet; and a page is
+    // found in L3 once its write has completed (collected at the next step), not before.
+    const auto moved = [&] {
+      const EngineStats& st = engine.stats();
+      return st.l3_idle_spills.load() > 0 && st.prefix_cache_pages.load() == 0 &&
+             st.l3_spills.load() >= st.l3_idle_spills.load() && st.kv_pages_used.load() == 0;
+    };
+    // Waits for the condition, with a deadline far past what a busy machine needs.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!moved() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(engine.stats().prefix_cache_pages.load(), 0u);  // out of L2
+    EXPECT_EQ(engine.stats().kv_pages_used.load(), 0u);       // none held for a write
+    EXPECT_GT(engine.stats().l3_idle_spills.load(), 0u);
+    EXPECT_GT(engine.stats().kv_bytes_released.load(), 0u);  // and out of RAM
+    const Result again = run(engine, prompt, 12);
+    EXPECT_EQ(again.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
+    EXPECT_EQ(again.tokens, expected);
+    EXPECT_GT(engine.stats().l3_restores.load(), 0u);
   }
-  EXPECT_EQ(engine.stats().prefix_cache_pages.load(), 0u);  // out of L2
-  EXPECT_GT(engine.stats().l3_idle_spills.load(), 0u);
-  EXPECT_GT(engine.stats().kv_bytes_released.load(), 0u);  // and out of RAM
-  const Result again = run(engine, prompt, 12);
-  EXPECT_EQ(again.cached_tokens, reusable(prompt, engine.kv_page_tokens()));
-  EXPECT_EQ(again.tokens, expected);
-  EXPECT_GT(engine.stats().l3_restores.load(), 0u);
 }
 
 // Three turns of one session 1.5 s apart, each resending the conversation; its pages go to L3
