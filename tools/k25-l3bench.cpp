@@ -141,6 +141,19 @@ double thread_cpu_seconds() {
   return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
+// Waits for `n` completions; fails on the first that is not ok.
+void wait_for_all(k25::DiskStore& store, size_t n) {
+  for (size_t done = 0; done < n;) {
+    for (const auto& c : store.poll(1000ms)) {
+      if (!c.ok()) {
+        k25::fail(c.is_write ? "write" : "read", " of page ", c.key,
+                  " failed: ", k25::to_string(c.status));
+      }
+      ++done;
+    }
+  }
+}
+
 // Writes `pages` pages of `page_bytes` after a header of `header_bytes`, all submitted at once
 // as the engine spills idle pages, then reads them back the same way, `rounds` times each;
 // prints the mean wall time, bandwidth and calling-thread CPU per spill and per restore.
@@ -181,13 +194,7 @@ void spills_and_restores(const std::string& dir, size_t page_bytes, size_t pages
           header, std::span<const std::byte>(bodies[key].data(), page_bytes)};
       store.submit_write(key, pieces, in_place ? 1 : SIZE_MAX);
     }
-    size_t done = 0;
-    while (done < pages) {
-      for (const auto& c : store.poll(1000ms)) {
-        if (!c.ok()) k25::fail("write of page ", c.key, " failed: ", k25::to_string(c.status));
-        ++done;
-      }
-    }
+    wait_for_all(store, pages);
     wall += std::chrono::duration<double>(Clock::now() - t0).count();
     cpu += thread_cpu_seconds() - cpu0;
   }
@@ -205,13 +212,7 @@ void spills_and_restores(const std::string& dir, size_t page_bytes, size_t pages
                                            : std::span<std::byte>(staged_bodies[key]);
       store.submit_read(key, std::vector<std::span<std::byte>>{headers[key], body}, 1);
     }
-    size_t done = 0;
-    while (done < pages) {
-      for (const auto& c : store.poll(1000ms)) {
-        if (!c.ok()) k25::fail("read of page ", c.key, " failed: ", k25::to_string(c.status));
-        ++done;
-      }
-    }
+    wait_for_all(store, pages);
     wall += std::chrono::duration<double>(Clock::now() - t0).count();
     cpu += thread_cpu_seconds() - cpu0;
   }
