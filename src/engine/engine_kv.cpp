@@ -400,6 +400,7 @@ void Engine::publish_shared_stats(const SharedTierStats& s) {
   stats_.shared_corrupt = s.corrupt;
   stats_.shared_writes = s.writes;
   stats_.shared_writes_skipped = s.writes_skipped;
+  stats_.shared_writes_in_flight = s.writes_in_flight;
   stats_.shared_restores = s.restores;
   stats_.shared_read_p50_s = s.read_p50_s;
   stats_.shared_read_p99_s = s.read_p99_s;

@@ -44,6 +44,9 @@ void render_shared_tier_metrics(std::ostringstream& out, const EngineStats& e) {
           e.shared_writes_skipped.load());
   counter("k25_shared_kv_restores_total", "Pages restored from Redis into L2.",
           e.shared_restores.load());
+  prometheus_header(out, "k25_shared_kv_writes_in_flight", "gauge",
+                    "Pages being written to Redis (SET sent, no reply yet).");
+  out << "k25_shared_kv_writes_in_flight " << e.shared_writes_in_flight.load() << '\n';
   prometheus_header(out, "k25_shared_kv_read_latency_seconds", "gauge",
                     "GET submission to completion (pipelined), quantiles.");
   out << "k25_shared_kv_read_latency_seconds{quantile=\"0.5\"} " << e.shared_read_p50_s.load()

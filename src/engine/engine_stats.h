@@ -104,6 +104,7 @@ struct EngineStats {
   std::atomic<uint64_t> shared_corrupt{0};
   std::atomic<uint64_t> shared_writes{0};
   std::atomic<uint64_t> shared_writes_skipped{0};
+  std::atomic<uint64_t> shared_writes_in_flight{0};
   std::atomic<uint64_t> shared_restores{0};
   std::atomic<double> shared_read_p50_s{0};
   std::atomic<double> shared_read_p99_s{0};

@@ -53,11 +53,12 @@ struct L3TierStats {
 struct SharedTierStats {
   uint64_t hits = 0, misses = 0;  // pages asked for that Redis held / did not hold
   uint64_t bytes_in = 0, bytes_out = 0;
-  uint64_t errors = 0;          // requests that failed (down, slow, full): recomputed
-  uint64_t corrupt = 0;         // values that failed the CRC or header check: recomputed
-  uint64_t writes = 0;          // pages written
-  uint64_t writes_skipped = 0;  // not written: over the in-flight budget or Redis down
-  uint64_t restores = 0;        // pages restored into L2
+  uint64_t errors = 0;            // requests that failed (down, slow, full): recomputed
+  uint64_t corrupt = 0;           // values that failed the CRC or header check: recomputed
+  uint64_t writes = 0;            // pages written
+  uint64_t writes_skipped = 0;    // not written: over the in-flight budget or Redis down
+  uint64_t writes_in_flight = 0;  // SETs sent, not answered yet
+  uint64_t restores = 0;          // pages restored into L2
   double read_p50_s = 0, read_p99_s = 0;
   bool up = false;
 };

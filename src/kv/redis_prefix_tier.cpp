@@ -176,6 +176,7 @@ SharedTierStats RedisPrefixTier::shared_stats() const {
   out.read_p50_s = s.read_p50_s;
   out.read_p99_s = s.read_p99_s;
   out.up = s.up;
+  out.writes_in_flight = writing_.size();
   return out;
 }
 

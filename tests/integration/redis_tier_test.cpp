@@ -82,6 +82,28 @@ std::string story(int i) {
 }
 const std::string kTurn2 = " Mia smiled and said hello to the dog.";
 
+// Waits until replica `port` has written a finished turn's pages to Redis: its
+// k25_shared_kv_writes_total has passed `writes_before` and no SET is in flight. The write-through
+// is asynchronous, and on a loaded machine a turn 2 sent to another replica at once could come
+// first and find nothing (docs/kv-cache.md, "Write-through"). The counters are published at the
+// engine's steps (at least once a second when idle).
+void wait_for_write_through(int port, double writes_before) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline &&
+         (metric(port, "k25_shared_kv_writes_total") <= writes_before ||
+          metric(port, "k25_shared_kv_writes_in_flight") != 0)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// A turn on replica `port` whose pages are in Redis when it returns (see wait_for_write_through).
+Turn complete_and_share(int port, const std::string& prompt, const std::string& session) {
+  const double before = metric(port, "k25_shared_kv_writes_total");
+  const Turn t = complete(port, prompt, session);
+  if (t.status == 200) wait_for_write_through(port, before);
+  return t;
+}
+
 // Turn 2's prompt: turn 1's prompt, its answer, and the next user line.
 std::string follow_up(const std::string& prompt, const Turn& first) {
   return prompt + first.text + kTurn2;
@@ -104,7 +126,7 @@ TEST(SharedTier, Turn2OnAnotherReplicaFindsTheHistoryInRedis) {
   RedisProcess redis;
   ServerProcess a(replica_args(redis.url())), b(replica_args(redis.url()));
   const std::string prompt = story(1);
-  const Turn first = complete(a.port(), prompt, "s1");
+  const Turn first = complete_and_share(a.port(), prompt, "s1");
   ASSERT_EQ(first.status, 200) << first.error;
   // Written through at the end of turn 1: in Redis a moment later, whichever replica asks.
   const std::string turn2 = follow_up(prompt, first);
@@ -161,7 +183,7 @@ TEST(SharedTier, RedisKilledMidRunEveryRequestIsAnsweredCorrectly) {
   constexpr int kSessions = 4;
   std::vector<std::string> turn2(kSessions), expected(kSessions);
   for (int s = 0; s < kSessions; ++s) {
-    const Turn first = complete(a.port(), story(s), "k" + std::to_string(s));
+    const Turn first = complete_and_share(a.port(), story(s), "k" + std::to_string(s));
     ASSERT_EQ(first.status, 200) << first.error;
     turn2[s] = follow_up(story(s), first);
   }
@@ -190,7 +212,7 @@ TEST(SharedTier, RedisKilledMidRunEveryRequestIsAnsweredCorrectly) {
 TEST(SharedTier, ACorruptedValueIsDetectedAndRecomputed) {
   RedisProcess redis;
   ServerProcess a(replica_args(redis.url())), b(replica_args(redis.url()));
-  const Turn first = complete(a.port(), story(2), "c");
+  const Turn first = complete_and_share(a.port(), story(2), "c");
   ASSERT_EQ(first.status, 200);
   const std::string turn2 = follow_up(story(2), first);
   // One byte changed in the K/V bytes of every stored page (offset past the header).
@@ -233,7 +255,7 @@ TEST(SharedTier, AReplicaWithAnotherModelFileOrKvTypeNeverReadsThePages) {
     f.write(&c, 1);
   }
   ServerProcess a(replica_args(redis.url()));
-  const Turn first = complete(a.port(), story(3), "m");
+  const Turn first = complete_and_share(a.port(), story(3), "m");
   ASSERT_EQ(first.status, 200);
   const std::string turn2 = follow_up(story(3), first);
   {
@@ -264,7 +286,7 @@ TEST(SharedTier, ARedisClusterOfThreeNodesWorksTheSame) {
   constexpr int kSessions = 3;
   for (int s = 0; s < kSessions; ++s) {
     const std::string prompt = story(20 + s);
-    const Turn first = complete(a.port(), prompt, "cl" + std::to_string(s));
+    const Turn first = complete_and_share(a.port(), prompt, "cl" + std::to_string(s));
     ASSERT_EQ(first.status, 200) << first.error;
     const std::string turn2 = follow_up(prompt, first);
     const Turn second = complete(b.port(), turn2, "cl" + std::to_string(s));
@@ -308,7 +330,7 @@ void expect_shared_with_credentials(const std::string& url, const std::string& p
   const std::vector<std::string> auth = {"--redis-password-file", password_file};
   ServerProcess a(replica_args(url, auth)), b(replica_args(url, auth));
   const std::string prompt = story(30);
-  const Turn first = complete(a.port(), prompt, session);
+  const Turn first = complete_and_share(a.port(), prompt, session);
   ASSERT_EQ(first.status, 200) << first.error;
   expect_turn2_found_in_redis(first, complete(b.port(), follow_up(prompt, first), session));
   EXPECT_EQ(metric(b.port(), "k25_shared_kv_errors_total"), 0);
@@ -368,7 +390,7 @@ TEST(SharedTier, AClusterReshardedUnderTheReplicasIsFollowedThroughAskAndMoved) 
   // Two sessions' turn 1 on A, and one request on B so that it holds the slot map from now.
   std::vector<std::string> turn2;
   for (int s = 0; s < 2; ++s) {
-    const Turn first = complete(a.port(), story(40 + s), "rs" + std::to_string(s));
+    const Turn first = complete_and_share(a.port(), story(40 + s), "rs" + std::to_string(s));
     ASSERT_EQ(first.status, 200) << first.error;
     turn2.push_back(follow_up(story(40 + s), first));
   }
@@ -451,7 +473,7 @@ TEST(SharedTier, DiskInFrontOfRedisRestoresFromEither) {
     return args;
   };
   ServerProcess a(stacked("a"));
-  const Turn first = complete(a.port(), story(5), "d");
+  const Turn first = complete_and_share(a.port(), story(5), "d");
   ASSERT_EQ(first.status, 200) << first.error;
   const std::string turn2 = follow_up(story(5), first);
   {
