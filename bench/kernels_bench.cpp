@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "kernels/ops.h"
 #include "kernels/quant.h"
 #include "kernels/repack.h"
+#include "kv/page_pool.h"
 
 namespace k25 {
 namespace {
@@ -357,6 +359,82 @@ void BM_AttendSpans(benchmark::State& state) {
   run_attention(state, spans, kKvStride, kPos, 3);
 }
 BENCHMARK(BM_AttendSpans)->Arg(16)->Arg(128)->Arg(2048);
+
+// One token's decode attention at 8192 cached positions of the ~125M shape (12 layers, 4 KV heads
+// of 64, 3 query heads each) over an f16 cache in the L2 pool's own pages (kv/page_pool.h, 16
+// positions for every layer): per layer, tasks of one KV head over 2048 positions taken from a
+// shared counter by range(1) threads of the engine's pool, as model/transformer.cpp runs them.
+// range(0) distinct pages: 512 gives every position its own (96 MiB: from DRAM, as a real 8k
+// decode reads them), 4 reuses the same four (from the caches). Time is per token; bytes/s counts
+// the K and V bytes a token reads. The gap between the two is what the memory costs (session 45).
+struct DecodeKv {
+  static constexpr int kLayers = 12, kKvHeads = 4, kGroup = 3, kPositions = 8192, kChunk = 2048;
+  static constexpr int kPageTokens = 16, kKvDim = kKvHeads * kAttendHeadDim;
+  static constexpr PageGeometry kGeometry{kPageTokens, kLayers, kKvDim, KvDtype::kF16};
+
+  explicit DecodeKv(int n_distinct)
+      : pool(kGeometry, n_distinct * PagePool::page_bytes_for(kGeometry)) {
+    const std::vector<float> row(kKvDim, 0.01f);
+    const size_t row_bytes = kGeometry.row_bytes();
+    for (int i = 0; i < n_distinct; ++i) {
+      const PageId page = *pool.allocate();
+      pages.push_back(page);
+      for (int layer = 0; layer < kLayers; ++layer) {
+        for (int r = 0; r < kPageTokens; ++r) {
+          kv_store_row(KvDtype::kF16, row.data(), pool.key_block(page, layer) + r * row_bytes,
+                       kKvDim);
+          kv_store_row(KvDtype::kF16, row.data(), pool.value_block(page, layer) + r * row_bytes,
+                       kKvDim);
+        }
+      }
+    }
+  }
+  PagePool pool;
+  std::vector<PageId> pages;
+};
+
+void BM_AttendDecode(benchmark::State& state) {
+  using D = DecodeKv;
+  const int n_distinct = static_cast<int>(state.range(0));
+  const D kv(n_distinct);
+  ThreadPool& pool = pool_of(static_cast<int>(state.range(1)));
+  constexpr int kTasks = D::kPositions / D::kChunk * D::kKvHeads;
+  constexpr size_t kHeadBytes = kAttendHeadDim * 2;  // one head's elements of a row, f16
+  std::vector<float> q(D::kKvHeads * D::kGroup * kAttendHeadDim, 0.1f);
+  std::vector<float> out(kTasks * D::kGroup * kAttendHeadDim), stats(kTasks * D::kGroup * 2);
+  std::vector<std::vector<float>> scratch(pool.size());
+  const auto run_task = [&](int layer, int task, int thread) {
+    const int chunk = task / D::kKvHeads, head = task % D::kKvHeads;
+    thread_local std::vector<KvSpan> spans;
+    spans.clear();
+    for (int p = chunk * D::kChunk; p < (chunk + 1) * D::kChunk; p += D::kPageTokens) {
+      const PageId page = kv.pages[(p / D::kPageTokens) % n_distinct];
+      spans.push_back({kv.pool.key_block(page, layer) + head * kHeadBytes * D::kPageTokens,
+                       kv.pool.value_block(page, layer) + head * kHeadBytes, D::kPageTokens,
+                       D::kPageTokens});
+    }
+    AttentionQuery queries[D::kGroup];
+    for (int i = 0; i < D::kGroup; ++i) {
+      const int slot = task * D::kGroup + i;
+      queries[i] = {q.data() + (head * D::kGroup + i) * kAttendHeadDim, D::kChunk,
+                    out.data() + slot * kAttendHeadDim, 0, stats.data() + slot * 2};
+    }
+    attend_queries(queries, D::kGroup, spans.data(), static_cast<int>(spans.size()), D::kKvDim,
+                   kAttendHeadDim, 0.125f, scratch[thread], KvDtype::kF16);
+  };
+  for (auto _ : state) {
+    for (int layer = 0; layer < D::kLayers; ++layer) {
+      std::atomic<int> next{0};
+      pool.run([&](int thread) {
+        for (int task = next++; task < kTasks; task = next++) run_task(layer, task, thread);
+      });
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(state.iterations() * int64_t{D::kPositions} * D::kLayers *
+                          D::kGeometry.row_bytes() * 2);
+}
+BENCHMARK(BM_AttendDecode)->ArgsProduct({{4, 512}, {1, 2}})->UseRealTime();
 
 void BM_Rmsnorm(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
