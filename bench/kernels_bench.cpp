@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "core/cache_aligned.h"
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/block_types.h"
@@ -401,7 +402,8 @@ void BM_AttendDecode(benchmark::State& state) {
   constexpr int kTasks = D::kPositions / D::kChunk * D::kKvHeads;
   constexpr size_t kHeadBytes = kAttendHeadDim * 2;  // one head's elements of a row, f16
   std::vector<float> q(D::kKvHeads * D::kGroup * kAttendHeadDim, 0.1f);
-  std::vector<float> out(kTasks * D::kGroup * kAttendHeadDim), stats(kTasks * D::kGroup * 2);
+  // Outputs on cache lines, as the engine's (core/cache_aligned.h).
+  CacheAlignedVector<float> out(kTasks * D::kGroup * kAttendHeadDim), stats(kTasks * D::kGroup * 2);
   std::vector<std::vector<float>> scratch(pool.size());
   const auto run_task = [&](int layer, int task, int thread) {
     const int chunk = task / D::kKvHeads, head = task % D::kKvHeads;

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "core/cache_aligned.h"
 #include "model/model.h"
 #include "model/moe_ffn.h"
 #include "model/rope.h"
@@ -65,12 +66,13 @@ class Transformer final : public Model {
   LoadedModel model_;
   std::vector<Rope> rope_;  // per layer
   // Activations, reused across calls (forward is not reentrant).
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, gate_, up_;
-  std::vector<uint8_t> embd_row_;  // one token's embedding row, read from the model file
-  std::vector<float> gathered_;    // on_rows: the residual rows of the tokens outside the block
+  std::vector<float> x_, xn_, q_, k_, v_, gate_, up_;
+  CacheAlignedVector<float> attn_;  // written by several attention tasks at once, a head each
+  std::vector<uint8_t> embd_row_;   // one token's embedding row, read from the model file
+  std::vector<float> gathered_;     // on_rows: the residual rows of the tokens outside the block
   std::vector<std::vector<float>> scores_;  // per thread
   // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
-  std::vector<float> parts_, part_stats_;
+  CacheAlignedVector<float> parts_, part_stats_;
   MoeFfn moe_ffn_;
 };
 
