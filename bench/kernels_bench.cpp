@@ -400,10 +400,11 @@ void BM_AttendDecode(benchmark::State& state) {
   const D kv(n_distinct);
   ThreadPool& pool = pool_of(static_cast<int>(state.range(1)));
   constexpr int kTasks = D::kPositions / D::kChunk * D::kKvHeads;
-  constexpr size_t kHeadBytes = kAttendHeadDim * 2;  // one head's elements of a row, f16
+  constexpr size_t kHeadBytes = kAttendHeadDim * kv_dtype_bytes(KvDtype::kF16);  // of a row
   std::vector<float> q(D::kKvHeads * D::kGroup * kAttendHeadDim, 0.1f);
   // Outputs on cache lines, as the engine's (core/cache_aligned.h).
-  CacheAlignedVector<float> out(kTasks * D::kGroup * kAttendHeadDim), stats(kTasks * D::kGroup * 2);
+  CacheAlignedVector<float> out(kTasks * D::kGroup * kAttendHeadDim);
+  std::vector<float> stats(kTasks * D::kGroup * 2);
   std::vector<std::vector<float>> scratch(pool.size());
   const auto run_task = [&](int layer, int task, int thread) {
     const int chunk = task / D::kKvHeads, head = task % D::kKvHeads;

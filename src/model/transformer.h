@@ -72,7 +72,8 @@ class Transformer final : public Model {
   std::vector<float> gathered_;     // on_rows: the residual rows of the tokens outside the block
   std::vector<std::vector<float>> scores_;  // per thread
   // Attention's partial outputs and their stats (max, exp sum) for windows over several chunks.
-  CacheAlignedVector<float> parts_, part_stats_;
+  CacheAlignedVector<float> parts_;
+  std::vector<float> part_stats_;  // 2 floats a slot: neighbouring slots share lines anyway
   MoeFfn moe_ffn_;
 };
 
