@@ -12,7 +12,7 @@ usage() {
   cat <<'EOF'
 usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dtype q8_0]
                         [--skip-decode] [--skip-serving] [--requests N] [--scale F] [--kv-mb M]
-                        [--rate R] [--runs N]
+                        [--rate R] [--runs N] [--client k25-bench|openai]
   --bin DIR     k25 binaries (default build/bin)
   --peer DIR    llama.cpp build/bin with llama-batched-bench and llama-server (skipped if absent)
   --out DIR     models and results (default /tmp/k25-bench)
@@ -23,6 +23,9 @@ usage: bench/batcher.sh [--bin DIR] [--peer DIR] [--out DIR] [--threads N] [--dt
   --runs N      the bimodal workload N times (k25 then the peer each time, default 1); prints
                 each run's k25/peer ratios and their medians: the peer's short and gold TTFTs
                 depend on which of its slots the short prompts take, and move 10x between runs
+  --client C    who sends the bimodal workload: k25-bench (default) or openai, the official npm
+                client through bench/openai_bimodal.mjs (its own draw: 13 long, 19 short
+                prompts cut from real text; closed loop only), an independent second measurement
 EOF
 }
 
@@ -38,6 +41,7 @@ scale=0.25
 kv_mb=600   # k25's L2 KV budget; the peer reserves every slot's full context
 rate=""
 runs=1
+client=k25-bench
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --bin) bin="$2"; shift 2 ;;
@@ -52,12 +56,20 @@ while [[ $# -gt 0 ]]; do
     --kv-mb) kv_mb="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --runs) runs="$2"; shift 2 ;;
+    --client) client="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
 
 [[ $runs =~ ^[1-9][0-9]*$ ]] || { echo "--runs takes a positive integer, not '$runs'" >&2; exit 2; }
+case "$client" in
+  k25-bench) stem=bimodal ;;
+  openai)
+    stem=openai-bimodal
+    [[ -z $rate ]] || { echo "--client openai sends a closed loop: no --rate" >&2; exit 2; } ;;
+  *) echo "--client takes k25-bench or openai, not '$client'" >&2; exit 2 ;;
+esac
 
 source "$(dirname "$0")/lib.sh"
 model=$(bench_model "$bin" "$out" "$dtype")
@@ -101,12 +113,17 @@ else
   arrivals=(--concurrency 24)
   arrivals_text="concurrency 24"
 fi
-# Run r writes $out/k25-bimodal.json (r = 1) or $out/k25-r<r>-bimodal.json, and the same for peer.
+# Run r writes $out/k25-$stem.json (r = 1) or $out/k25-r<r>-$stem.json, and the same for peer.
 run_suffix() { [[ $1 == 1 ]] || echo "-r$1"; }
 run_bimodal() {  # name url pid
+  if [[ $client == openai ]]; then
+    node "$(dirname "$0")/openai_bimodal.mjs" --url "$2" --scale "$scale" --requests "$requests" \
+      --concurrency 24 --max-tokens 32 --server-pid "$3" --json "$out/$1-$stem.json"
+    return
+  fi
   "$bin/k25-bench" --url "$2" --workload bimodal --scale "$scale" --requests "$requests" \
     "${arrivals[@]}" --max-tokens 32 --sla-mix 20/30/50 --server-pid "$3" \
-    --tokenizer-model "$model" --json "$out/$1-bimodal.json" --plot "$out/$1-bimodal.svg" \
+    --tokenizer-model "$model" --json "$out/$1-$stem.json" --plot "$out/$1-bimodal.svg" \
     --timeout-s 900
 }
 
@@ -117,8 +134,8 @@ if [[ $skip_serving == 0 ]]; then
   for ((r = 1; r <= runs; r++)); do
     suffix=$(run_suffix "$r")
     suffixes+=("$suffix")
-    echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens" \
-      "(run $r of $runs)"
+    echo "== bimodal --scale $scale, $requests requests, $arrivals_text, 32 output tokens," \
+      "sent by $client (run $r of $runs)"
     port=$(free_port)
     "$bin/k25-server" --model "$model" --threads "$threads" --port "$port" --max-batch-size 24 \
       --ctx-size 4096 --l2-cache-size-mb "$kv_mb" --log-requests false ${K25_SERVER_ARGS:-} \
@@ -142,20 +159,22 @@ if [[ $skip_serving == 0 ]]; then
   trap - EXIT
   if [[ $have_peer == 1 ]]; then
     # Issue 15's serving rows, k25 / peer from the same run, and the median of each over runs.
-    python3 - "$out" "${suffixes[@]}" <<'PY'
+    python3 - "$out" "$stem" "${suffixes[@]}" <<'PY'
 import json, os, statistics, sys
-out, suffixes = sys.argv[1], sys.argv[2:]  # run r's files: {name}{suffixes[r - 1]}-bimodal.json
+out, stem, suffixes = sys.argv[1], sys.argv[2], sys.argv[3:]  # run r: {name}{suffix}-{stem}.json
 def load(name, suffix):
-    return json.load(open(os.path.join(out, f"{name}{suffix}-bimodal.json")))
+    return json.load(open(os.path.join(out, f"{name}{suffix}-{stem}.json")))
 def ttft(s, group, cls, pct):  # None when the run had no request of that class
     c = s["by_class"].get(group, {}).get(cls)
     return c["ttft_ms"][pct] if c else None
 def measures(d):
     s = d["summary"]
     return [s["req_per_s"], ttft(s, "length", "short", "p50"), ttft(s, "sla", "gold", "p99"),
-            ttft(s, "length", "long", "p50"), d["server_memory"]["peak_rss_bytes"] / 2**20]
-names = ["req/s", "short TTFT p50 ms", "gold TTFT p99 ms", "long TTFT p50 ms", "peak RSS MiB"]
-goals = [(">=", 1.5), ("<=", 0.1), ("<=", 0.2), ("<=", 1.0), ("<=", 0.63)]
+            ttft(s, "length", "long", "p50"), d["server_memory"]["peak_rss_bytes"] / 2**20,
+            s["overall"]["tpot_ms"]["mean"]]
+names = ["req/s", "short TTFT p50 ms", "gold TTFT p99 ms", "long TTFT p50 ms", "peak RSS MiB",
+         "TPOT mean ms"]
+goals = [(">=", 1.5), ("<=", 0.1), ("<=", 0.2), ("<=", 1.0), ("<=", 0.63), None]
 print("\n| run | " + " | ".join(f"{n}: k25 / peer (ratio)" for n in names) + " |")
 print("|---" * (len(names) + 1) + "|")
 ratios = [[] for _ in names]
@@ -171,8 +190,8 @@ for r, suffix in enumerate(suffixes, 1):
                      f"{a:.0f} / {b:.0f} ({a / b:.3f})")
     print(f"| {r} | " + " | ".join(cells) + " |")
 print("| median ratio | " + " | ".join(
-    (f"{statistics.median(x):.3f}" if x else "n/a") + f" (goal {op} {g})"
-    for x, (op, g) in zip(ratios, goals)) + " |")
+    (f"{statistics.median(x):.3f}" if x else "n/a") + (f" (goal {g[0]} {g[1]})" if g else "")
+    for x, g in zip(ratios, goals)) + " |")
 PY
   fi
 fi
