@@ -276,9 +276,10 @@ class Planner {
     // finishers keep coming first (it never starves behind a stream of short prompts). The prompt
     // prefilled last step keeps its turn over others of its class (continuation_lead).
     std::vector<double> rank(n_seqs(), 0);
+    std::vector<bool> finishes(n_seqs(), false);
     for (int i : order) {
-      const bool finishes = cost(computed_[i], pending(i)) <= budget_;
-      rank[i] = eff_[i] + (finishes ? opt_.finisher_lead : 0) +
+      finishes[i] = cost(computed_[i], pending(i)) <= budget_;
+      rank[i] = eff_[i] + (finishes[i] ? opt_.finisher_lead : 0) +
                 (seqs_[i].continues_prefill ? opt_.continuation_lead : 0);
     }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -286,11 +287,33 @@ class Planner {
       const long band_b = static_cast<long>(rank[b] / opt_.priority_band);
       return band_a > band_b;
     });
+    give_turns_to_started_prompts(order, finishes);
     any_ = false;
     // Then the best-ranked prompt takes what it can (micro-tasks of one sequence merge into one
     // descriptor): a gold prompt is not slowed by bronze ones.
     for (int i : order) {
       if (!prefill(i)) return;
+    }
+  }
+
+  // A prompt of the continuing prompt's class that aged past it (more than continuation_lead
+  // without service) has earned its class a turn; the started prompt takes that turn in its place
+  // and the waiting one counts as served (StepDecision::yielded). Its class gets the same turns
+  // as before, against other classes and short prompts alike, but its long prompts are prefilled
+  // one after another: served in turns, all of them got their first token near the end.
+  void give_turns_to_started_prompts(std::vector<int>& order, const std::vector<bool>& finishes) {
+    for (size_t c = 0; c < order.size(); ++c) {
+      const int started = order[c];
+      if (!seqs_[started].continues_prefill) continue;
+      for (size_t w = 0; w < c; ++w) {
+        const int waiting = order[w];
+        if (seqs_[waiting].priority == seqs_[started].priority &&
+            !seqs_[waiting].continues_prefill && !finishes[waiting]) {
+          std::swap(order[w], order[c]);
+          d_.yielded.push_back(waiting);
+          break;
+        }
+      }
     }
   }
 

@@ -11,9 +11,9 @@
 //  - the step: one decode token of every running sequence, then prefill under the step's token
 //    budget (weighted by position, see position_cost), never less than prefill_floor of it:
 //    first the prompts the step can finish, unless a prompt that went long without service has
-//    aged past them, then the best-ranked one (the prompt prefilled last step keeps a lead, so
-//    long prompts finish one after another); emitted as a task descriptor array grouped by
-//    compute plan (R-EB1, R-EB3).
+//    aged past them, then the best-ranked one (the prompt prefilled last step keeps a lead and
+//    takes the turns its class earns by aging, so long prompts finish one after another);
+//    emitted as a task descriptor array grouped by compute plan (R-EB1, R-EB3).
 #pragma once
 
 #include <cstdint>
@@ -88,6 +88,9 @@ struct StepDecision {
   std::vector<int> drop_kv;  // sequences whose KV pages are released (they recompute later)
   // In priority order; tasks of any compute plans share the step's forward call.
   std::vector<TaskDescriptor> tasks;
+  // Prompts whose prefill turn went to the started prompt of their class: they count as served
+  // this step (their aging restarts), as they would have been had they taken the turn.
+  std::vector<int> yielded;
 };
 
 class ElasticScheduler {

@@ -405,6 +405,7 @@ void Engine::make_resident(const ScheduledStep& s) {
     s.live[i]->queued_since = s.now;
   }
   for (int i : s.decision.admit) admit(*s.live[i], s.now);
+  for (int i : s.decision.yielded) s.live[i]->last_served = s.now;
   for (Sequence* seq : s.live) {
     if (seq->running && seq->kv_id < 0) seq->kv_id = take_kv_id();
   }

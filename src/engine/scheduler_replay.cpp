@@ -115,6 +115,7 @@ class Replay {
       live[i]->running = true;
       live[i]->last_served = now_;
     }
+    for (int i : d.yielded) live[i]->last_served = now_;
     if (d.tasks.empty()) fail("replay: the scheduler planned an empty step");
     ++steps_;
     int tokens = 0;

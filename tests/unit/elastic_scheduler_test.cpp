@@ -349,16 +349,46 @@ TEST(ElasticScheduler, ThePromptPrefilledLastStepKeepsItsTurnOverItsClass) {
   d = s.plan({not_continuing, waiting(3)}, plenty());
   ASSERT_NE(task_of(d, 1), nullptr);
   EXPECT_EQ(task_of(d, 1)->length, 64);
-  // Six seconds: aged past the lead (never starved).
+  // Six seconds: aged past the lead, the waiting prompt has earned its class a turn; the started
+  // one takes it and the waiting one counts as served (its aging restarts).
   d = s.plan({served(1024), waiting(6)}, plenty());
-  ASSERT_NE(task_of(d, 1), nullptr);
-  EXPECT_EQ(task_of(d, 1)->length, 64);
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 64);
+  EXPECT_EQ(task_of(d, 1), nullptr);
+  EXPECT_EQ(d.yielded, std::vector<int>{1});
   // A fresh gold prompt outranks a silver one that continues.
   SeqView gold = running(kGold, 3000, 0, 3);
   d = s.plan({served(1024), gold}, plenty());
   ASSERT_NE(task_of(d, 1), nullptr);
   EXPECT_EQ(task_of(d, 1)->length, 64);
   EXPECT_EQ(task_of(d, 0), nullptr);
+}
+
+TEST(ElasticScheduler, AgingStillDecidesWhichClassTheStartedPromptsTurnGoesTo) {
+  ElasticScheduler s(options(/*budget=*/64, /*micro=*/32));
+  SeqView silver_started = running(kSilver, 5000, 1024, 1);
+  silver_started.waited_s = 0.2;
+  silver_started.continues_prefill = true;
+  // A bronze prompt 10 s without service (110 points) outranks the started silver one (92): it
+  // is served, not passed over for a prompt of another class.
+  SeqView bronze = running(kBronze, 3000, 0, 2);
+  bronze.waited_s = 10;
+  StepDecision d = s.plan({silver_started, bronze}, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 64);
+  EXPECT_EQ(task_of(d, 0), nullptr);
+  EXPECT_TRUE(d.yielded.empty());
+  // A short prompt of its class that the step can finish still goes first, and is not yielded.
+  SeqView short_prompt = running(kSilver, 20, 0, 3);
+  SeqView aged = running(kSilver, 3000, 0, 4);
+  aged.waited_s = 6;
+  d = s.plan({silver_started, short_prompt, aged}, plenty());
+  ASSERT_NE(task_of(d, 1), nullptr);
+  EXPECT_EQ(task_of(d, 1)->length, 20);
+  ASSERT_NE(task_of(d, 0), nullptr);
+  EXPECT_EQ(task_of(d, 0)->length, 44);
+  EXPECT_EQ(task_of(d, 2), nullptr);
+  EXPECT_EQ(d.yielded, std::vector<int>{2});
 }
 
 TEST(ElasticScheduler, GoldAdmissionLooksPastAQueuedRequestThatCannotGetASlot) {

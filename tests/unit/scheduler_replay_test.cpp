@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "core/error.h"
 
 namespace k25 {
@@ -60,6 +63,29 @@ TEST(SchedulerReplay, TargetStepTimeBoundsTheStepsOnceMeasured) {
   ASSERT_GT(r.step_ms.size(), 40u);
   EXPECT_GT(r.step_ms[0], 400);  // the configured 512 tokens until the fit is trusted
   for (size_t i = 20; i < r.step_ms.size(); ++i) EXPECT_LE(r.step_ms[i], 101) << "step " << i;
+}
+
+// Four bronze prompts of 6000 tokens sent together, about 6 s of prefill each: the waiting ones
+// age past the started one's lead after 4 s, and it takes their turns, so the first tokens come
+// one prefill apart; prefilled in turns, all four came within a few steps of each other at ~24 s.
+TEST(SchedulerReplay, LongPromptsOfOneClassFinishOneAfterAnother) {
+  std::vector<ReplayRequest> prompts(4, {0, 10, 6000, 2});
+  const ReplayResult r = replay_schedule(prompts, fixed_budget());
+  std::vector<double> first;
+  for (const ReplayOutcome& o : r.requests) first.push_back(o.first_token_s);
+  std::sort(first.begin(), first.end());
+  EXPECT_LT(first[0], 6.5);
+  for (size_t i = 1; i < first.size(); ++i) EXPECT_GT(first[i] - first[i - 1], 5.5) << i;
+}
+
+// A gold prompt arriving when two bronze ones have waited 10 s (110 points against its 100):
+// the started bronze prompt takes the aged one's turn once, the aged one counts as served, and
+// the gold prompt goes next (3000 tokens, about 3.1 s of prefill), not after the bronze prompt.
+TEST(SchedulerReplay, AGoldPromptGoesNextAfterTheTurnAnAgedClassEarned) {
+  std::vector<ReplayRequest> prompts(3, {0, 10, 6000, 2});
+  prompts.push_back({10.0, 100, 3000, 2});
+  const ReplayResult r = replay_schedule(prompts, fixed_budget());
+  EXPECT_LT(r.requests[3].ttft_s(), 4.2);
 }
 
 TEST(SchedulerReplay, RefusesAnEmptyOrTokenlessWorkload) {
