@@ -46,12 +46,13 @@ Engine::Engine(Model& model, EngineOptions options)
   if (options_.kv_page_tokens < 1) fail("engine: kv_page_tokens must be >= 1");
   if (!(options_.target_step_ms >= 0)) fail("engine: target_step_ms must be >= 0");
   if (options_.target_step_ms > 0) {
-    calibrator_.emplace(ceiling_over(options_.target_step_ms,
-                                     scheduler_.options().step_token_budget,
-                                     scheduler_.options().position_cost));
+    calibrator_.emplace(
+        ceiling_over(options_.target_step_ms, scheduler_.options().step_token_budget,
+                     scheduler_.options().position_cost, scheduler_.options().micro_task_tokens));
   }
   stats_.step_token_budget = scheduler_.options().step_token_budget;
   stats_.step_position_cost = scheduler_.options().position_cost;
+  if (calibrator_) apply_calibration();
   const ModelConfig& c = model_.config();
   const int kv_dim = c.n_kv_heads * c.head_dim;
   size_t budget = options_.kv_budget_bytes;

@@ -158,6 +158,8 @@ class Engine {
       const ScheduledStep& s);  // one forward call, whatever the plans (embeddings apart)
   // Feeds a finished step's time to the calibrator and applies the step cost it measures.
   void recalibrate(int n_tokens, double positions, double step_ms);
+  // The calibrator's current step cost, when it has one, to the scheduler and the stats.
+  void apply_calibration();
   // One forward call over the tasks' tokens, each under its sequence's plan.
   void run_group(const std::vector<std::pair<Sequence*, TaskDescriptor>>& group);
   void on_logits(Sequence& seq, float* logits);

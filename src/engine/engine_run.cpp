@@ -48,6 +48,10 @@ void Engine::run_tasks(const ScheduledStep& s) {
 
 void Engine::recalibrate(int n_tokens, double positions, double step_ms) {
   calibrator_->observe(n_tokens, positions, step_ms);
+  apply_calibration();
+}
+
+void Engine::apply_calibration() {
   const std::optional<StepCalibration> c = calibrator_->calibration();
   if (!c) return;
   scheduler_.set_step_cost(c->step_token_budget, c->position_cost);

@@ -35,7 +35,8 @@ class Replay {
     }
     if (o_.target_step_ms > 0) {
       calibrator_.emplace(ceiling_over(o_.target_step_ms, o_.scheduler.step_token_budget,
-                                       o_.scheduler.position_cost));
+                                       o_.scheduler.position_cost, o_.scheduler.micro_task_tokens));
+      apply_calibration();
     }
     result_.requests.resize(requests.size());
     if (o_.concurrency > 0) {
@@ -87,6 +88,12 @@ class Replay {
     }
   }
 
+  void apply_calibration() {
+    if (const std::optional<StepCalibration> c = calibrator_->calibration()) {
+      scheduler_.set_step_cost(c->step_token_budget, c->position_cost);
+    }
+  }
+
   void step() {
     std::vector<SeqView> views;
     std::vector<SimSequence*> live;
@@ -129,9 +136,7 @@ class Replay {
     now_ += ms / 1000.0;
     if (calibrator_) {
       calibrator_->observe(tokens, positions, ms);
-      if (const std::optional<StepCalibration> c = calibrator_->calibration()) {
-        scheduler_.set_step_cost(c->step_token_budget, c->position_cost);
-      }
+      apply_calibration();
     }
     std::vector<int> prefilled;
     for (const TaskDescriptor& t : d.tasks) {

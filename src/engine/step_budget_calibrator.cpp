@@ -42,11 +42,12 @@ bool solve(std::array<std::array<double, N>, N> a, std::array<double, N> b,
 }  // namespace
 
 CalibratorOptions ceiling_over(double target_step_ms, int configured_budget,
-                               double configured_position_cost) {
+                               double configured_position_cost, int first_budget) {
   CalibratorOptions c;
   c.target_step_ms = target_step_ms;
   c.prior_position_cost = configured_position_cost;
   c.configured_budget = configured_budget;
+  c.first_budget = first_budget;
   return c;
 }
 
@@ -58,6 +59,7 @@ StepBudgetCalibrator::StepBudgetCalibrator(CalibratorOptions options) : options_
     fail("calibrator: need 1 <= min_budget <= max_budget");
   if (!(options_.prior_position_cost >= 0)) fail("calibrator: prior_position_cost must be >= 0");
   if (options_.configured_budget < 0) fail("calibrator: configured_budget must be >= 0");
+  if (options_.first_budget < 0) fail("calibrator: first_budget must be >= 0");
 }
 
 void StepBudgetCalibrator::observe(int tokens, double positions, double ms) {
@@ -73,8 +75,29 @@ void StepBudgetCalibrator::observe(int tokens, double positions, double ms) {
   ++n_steps_;
 }
 
+std::optional<StepCalibration> StepBudgetCalibrator::provisional() const {
+  if (options_.configured_budget <= 0) return std::nullopt;
+  StepCalibration c;
+  c.position_cost = options_.prior_position_cost;
+  if (n_steps_ == 0) {
+    if (options_.first_budget <= 0) return std::nullopt;
+    c.step_token_budget = std::min(options_.first_budget, options_.configured_budget);
+    return c;
+  }
+  // ms per unit of step cost (a token at position p is 1 + prior * p units), from the weighted
+  // sums of the steps seen: xty_[0] is their time, xtx_[0][1] their tokens, xtx_[0][2] positions.
+  const double units = xtx_[0][1] + options_.prior_position_cost * xtx_[0][2];
+  if (!(units > 0) || !(xty_[0] > 0)) return std::nullopt;
+  c.per_token_ms = xty_[0] / units;
+  const double budget = options_.target_step_ms / c.per_token_ms;
+  c.step_token_budget = static_cast<int>(
+      std::clamp(budget, double(std::min(options_.min_budget, options_.configured_budget)),
+                 double(options_.configured_budget)));
+  return c;
+}
+
 std::optional<StepCalibration> StepBudgetCalibrator::calibration() const {
-  if (n_steps_ < options_.min_steps) return std::nullopt;
+  if (n_steps_ < options_.min_steps) return provisional();
   StepCalibration c;
   std::array<double, 3> full{};
   if (solve<3>(xtx_, xty_, full) && full[1] > 0 && full[2] >= 0 && full[0] >= 0) {

@@ -7,7 +7,11 @@
 // tokens + position_cost * positions takes about target_ms. With a configured budget the target
 // is a ceiling: the configured budget and position cost stay while a step they fill is predicted
 // to take no longer than the target (on the mix of positions the steps seen had), and the
-// measured ones take over only on a machine where it would take longer.
+// measured ones take over only on a machine where it would take longer. Until the fit is trusted
+// (min_steps), that ceiling is provisional: before any step is timed, steps hold first_budget;
+// after, the time per unit of step cost seen so far, fixed part included (so it errs towards
+// smaller steps), caps the configured budget. A fresh server's first burst of prompts is then cut
+// into steps near the target from the start, not into steps of the whole configured budget.
 #pragma once
 
 #include <array>
@@ -30,23 +34,27 @@ struct CalibratorOptions {
   // with configured_budget.
   double prior_position_cost = 0;
   int configured_budget = 0;  // > 0: the target is a ceiling over this budget (see the top)
+  int first_budget = 0;       // > 0 (with configured_budget): the steps' budget until one is timed
   int min_budget = 16;
   int max_budget = 1 << 16;
 };
 
 // The options the engine runs with: `target_step_ms` as a ceiling over the configured budget and
-// position cost.
+// position cost, `first_budget` tokens a step until a step was timed.
 CalibratorOptions ceiling_over(double target_step_ms, int configured_budget,
-                               double configured_position_cost);
+                               double configured_position_cost, int first_budget);
 
 class StepBudgetCalibrator {
  public:
   explicit StepBudgetCalibrator(CalibratorOptions options);  // throws on a bad option
   void observe(int tokens, double positions, double ms);
-  // Empty until min_steps steps were seen, or while the fit is degenerate (no time per token).
+  // Empty until min_steps steps were seen, or while the fit is degenerate (no time per token);
+  // with a configured budget, the provisional ceiling before that (see the top).
   std::optional<StepCalibration> calibration() const;
 
  private:
+  std::optional<StepCalibration> provisional() const;
+
   CalibratorOptions options_;
   int n_steps_ = 0;
   // Weighted normal equations of the fit over the features (1, tokens, positions).

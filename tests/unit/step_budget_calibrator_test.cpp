@@ -105,6 +105,34 @@ TEST(StepBudgetCalibrator, AConfiguredBudgetStaysWhileItsStepsFitTheTarget) {
   EXPECT_NEAR(cal->position_cost, 2e-3, 1e-8);
 }
 
+// Before the fit is trusted, the ceiling over a configured budget is provisional: the first
+// steps hold first_budget, the next ones the target over the time per unit of step cost seen so
+// far (fixed part included), never more than the configured budget.
+TEST(StepBudgetCalibrator, AConfiguredBudgetIsCappedProvisionallyUntilTheFitIsTrusted) {
+  const CalibratorOptions o = ceiling_over(150, 512, 0.0014, 128);
+  StepBudgetCalibrator slow(o);
+  ASSERT_TRUE(slow.calibration().has_value());
+  EXPECT_EQ(slow.calibration()->step_token_budget, 128);
+  EXPECT_DOUBLE_EQ(slow.calibration()->position_cost, 0.0014);
+  // 128 tokens from position 0 (8128 positions, 139.4 units) in 128 ms: 0.918 ms a unit.
+  slow.observe(128, 8128, 128);
+  ASSERT_TRUE(slow.calibration().has_value());
+  EXPECT_NEAR(slow.calibration()->step_token_budget, 163, 1);  // 150 / 0.918
+  EXPECT_DOUBLE_EQ(slow.calibration()->position_cost, 0.0014);
+
+  StepBudgetCalibrator fast(o);
+  fast.observe(128, 8128, 10);  // a 512-token step would take ~40 ms: the configured one stays
+  ASSERT_TRUE(fast.calibration().has_value());
+  EXPECT_EQ(fast.calibration()->step_token_budget, 512);
+
+  // Without first_budget nothing is known before a step; without a configured budget there is
+  // no ceiling to cap before the fit.
+  EXPECT_FALSE(StepBudgetCalibrator(ceiling_over(150, 512, 0.0014, 0)).calibration());
+  StepBudgetCalibrator pure(target(150));
+  pure.observe(128, 8128, 128);
+  EXPECT_FALSE(pure.calibration().has_value());
+}
+
 TEST(StepBudgetCalibrator, IgnoresEmptyStepsAndRejectsBadOptions) {
   StepBudgetCalibrator c(target(250));
   for (int i = 0; i < 20; ++i) c.observe(0, 0, 5);
